@@ -1,0 +1,241 @@
+"""The `curator` command line: the library, one command per operation, `--json` everywhere."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Annotated, Optional
+
+import click
+import typer
+
+from schemas import SchemaError, dump_schema, load_schema, preset_names
+
+from . import console
+from .errors import CuratorError
+from .exchange import dumps
+from .paths import example_file
+from .service import Memory
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="memory-curator: a memory graph for long role-play chats.")
+schema_app = typer.Typer(no_args_is_help=True, help="List, show and validate schemas.")
+app.add_typer(schema_app, name="schema")
+
+_state = {"data": None, "debug": False}
+ChatOpt = Annotated[str, typer.Option("--chat", "-c", help="Chat id.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+@app.callback()
+def _main(
+    data: Annotated[Optional[Path], typer.Option("--data", help="Data directory (default: $CURATOR_DATA or "
+                                                 "~/.local/share/memory-curator).")] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+) -> None:
+    _state.update(data=data, debug=debug)
+
+
+def _memory() -> Memory:
+    return Memory(_state["data"])
+
+
+@app.command()
+def init(
+    chat: Annotated[Optional[str], typer.Option("--chat", "-c", help="Also create this chat.")] = None,
+    schema: Annotated[str, typer.Option(help="Preset name or schema file for the new chat.")] = "default",
+    json_: JsonOpt = False,
+) -> None:
+    """Create the data directory (and optionally a chat)."""
+    with _memory() as memory:
+        created = memory.create_chat(chat, schema).id if chat else None
+        if json_:
+            console.print_json({"data_dir": str(memory.data_dir), "chat": created})
+            return
+        console.out.print(f"data directory ready: {memory.data_dir}")
+        if created:
+            console.out.print(f"created chat [bold]{created}[/] with schema {schema}")
+
+
+@app.command()
+def chats(json_: JsonOpt = False) -> None:
+    """List the chats in the data directory."""
+    with _memory() as memory:
+        rows = [{"chat": c, **memory.graph(c).stats()} for c in memory.chats()]
+    if json_:
+        console.print_json(rows)
+        return
+    if not rows:
+        console.out.print("no chats yet")
+    for row in rows:
+        console.out.print(f"{row['chat']}: {row['nodes_active']} active nodes, {row['edges']} edges, "
+                          f"{row['commits']} commits")
+
+
+@app.command()
+def show(
+    chat: ChatOpt,
+    archived: Annotated[bool, typer.Option("--archived", help="Include archived nodes.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Show a chat's memory graph."""
+    with _memory() as memory:
+        graph = memory.graph(chat)
+        if json_:
+            console.print_json({"chat": chat, "stats": graph.stats(),
+                                "nodes": [n.to_dict() for n in graph.nodes(archived=None if archived else False)],
+                                "edges": [e.to_dict() for e in graph.edges()]})
+            return
+        console.print_graph(chat, graph, memory.chat(chat).schema, include_archived=archived)
+
+
+@app.command()
+def export(
+    chat: ChatOpt,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (default: stdout).")] = None,
+) -> None:
+    """Export a chat's graph as memory-curator/graph JSON (no vectors)."""
+    with _memory() as memory:
+        text = dumps(memory.export(chat))
+    if output is None:
+        sys.stdout.write(text)
+        return
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(output)  # never leave a half-written export behind
+    console.err.print(f"exported {chat} to {output}")
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="A memory-curator/graph JSON file.")],
+    chat: ChatOpt,
+    mode: Annotated[str, typer.Option(help="restore | bind_latest | bind_floor")] = "restore",
+    floor: Annotated[Optional[int], typer.Option(help="Target floor for bind_floor.")] = None,
+    max_bytes: Annotated[Optional[int], typer.Option("--max-bytes", help="Largest file accepted.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Import a graph file into a chat as one commit (restore, bind_latest or bind_floor)."""
+    if mode not in ("restore", "bind_latest", "bind_floor"):
+        raise CuratorError(f"unknown import mode {mode!r}", "Use restore, bind_latest or bind_floor.")
+    with _memory() as memory:
+        record = memory.import_(chat, file, mode=mode, floor=floor, max_bytes=max_bytes)
+        if json_:
+            console.print_json({"commit": record.id, "anchor_floor": record.anchor_floor, "ops": len(record.ops)})
+        else:
+            console.print_commit(record, "imported as")
+
+
+@app.command()
+def rollback(
+    chat: ChatOpt,
+    floor: Annotated[int, typer.Option(help="Revert every commit anchored at this floor or later.")],
+    json_: JsonOpt = False,
+) -> None:
+    """Roll a chat's memory back to how it was before `floor`."""
+    with _memory() as memory:
+        result = memory.rollback(chat, floor)
+    if json_:
+        console.print_json({"floor": floor, "reverted": [c.id for c in result.reverted],
+                            "reapplied": result.reapplied, "dropped": [c.id for c in result.dropped]})
+    else:
+        console.print_rollback(result)
+
+
+@schema_app.command("list")
+def schema_list(json_: JsonOpt = False) -> None:
+    """List the bundled schema presets."""
+    names = preset_names()
+    if json_:
+        console.print_json([{"name": n, "types": list(load_schema(n).types)} for n in names])
+        return
+    for name in names:
+        console.out.print(f"{name}: {', '.join(load_schema(name).types)}")
+
+
+@schema_app.command("show")
+def schema_show(
+    ref: Annotated[str, typer.Argument(help="Preset name or schema file.")] = "default",
+    fmt: Annotated[str, typer.Option("--format", help="table | yaml | json")] = "table",
+    json_: JsonOpt = False,
+) -> None:
+    """Show a schema's types and settings."""
+    schema = load_schema(ref)
+    if json_ or fmt == "json":
+        sys.stdout.write(dump_schema(schema, "json") + "\n")
+    elif fmt == "yaml":
+        sys.stdout.write(dump_schema(schema, "yaml"))
+    else:
+        console.print_schema(schema)
+
+
+@schema_app.command("validate")
+def schema_validate(path: Annotated[Path, typer.Argument(help="A schema YAML/JSON file.")], json_: JsonOpt = False) -> None:
+    """Check a schema file; every problem is reported with its file, type and field."""
+    try:
+        schema = load_schema(path)
+    except SchemaError as exc:
+        if json_:
+            console.print_json({"valid": False, "issues": [vars(i) for i in exc.issues]})
+            raise typer.Exit(1) from None
+        raise
+    if json_:
+        console.print_json({"valid": True, "name": schema.name, "types": list(schema.types)})
+    else:
+        console.out.print(f"{path}: valid schema {schema.name!r} with types {', '.join(schema.types)}")
+
+
+@app.command()
+def demo(json_: JsonOpt = False) -> None:
+    """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
+    target = _state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
+    chat_id = "lantern-road"
+    with Memory(target) as memory:
+        if chat_id in memory.chats():
+            memory.store.delete_chat(chat_id)
+        record = memory.import_(chat_id, example_file("lantern_road.graph.json"))
+        floors = memory.load_chat_file(chat_id, example_file("lantern_road.jsonl"))
+        graph = memory.graph(chat_id)
+        if json_:
+            console.print_json({"data_dir": str(target), "chat": chat_id, "floors": floors, "commit": record.id,
+                                "stats": graph.stats()})
+            return
+        console.out.print(f"[bold]memory-curator demo[/]: the example chat ({floors} floors) and its memory, "
+                          f"in {target}\n")
+        console.print_graph(chat_id, graph, memory.chat(chat_id).schema)
+        console.out.print(f"\nTry: curator --data {target} show --chat {chat_id} --archived")
+
+
+def main() -> None:
+    """Entry point: run the CLI and turn known errors into one line + hint and a non-zero exit."""
+    debug = "--debug" in sys.argv[1:]
+    try:
+        code = app(standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        console.err.print("aborted")
+        code = 130
+    except (CuratorError, SchemaError) as exc:
+        if debug:
+            traceback.print_exc()
+        console.print_error(str(exc), getattr(exc, "hint", "") or _schema_hint(exc))
+        code = 1
+    except KeyboardInterrupt:
+        console.err.print("interrupted")
+        code = 130
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _schema_hint(exc: Exception) -> str:
+    return "Fix the schema file at the places listed; `curator schema show default --format yaml` prints an example." \
+        if isinstance(exc, SchemaError) else ""
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The SQLite file: opening it safely (WAL, busy timeout, clear errors) and migrating it step by step.
+
+Each migration runs in one transaction together with the version bump, so a failing step leaves the
+database exactly as it was, and running migrations again is a no-op once the version is current.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import MigrationFailed, StoreCorrupt, StoreError, StoreLocked, StoreTooNew
+
+DB_FILENAME = "memory.db"
+BUSY_TIMEOUT_MS = 5000
+
+_V1 = [
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE chats (
+        id TEXT PRIMARY KEY, schema_name TEXT NOT NULL, schema_json TEXT NOT NULL,
+        settings_json TEXT NOT NULL DEFAULT '{}', created_at TEXT NOT NULL, updated_at TEXT NOT NULL)""",
+    """CREATE TABLE messages (
+        chat_id TEXT NOT NULL, floor INTEGER NOT NULL, role TEXT NOT NULL, name TEXT NOT NULL,
+        text TEXT NOT NULL, swipe_id INTEGER NOT NULL DEFAULT 0, swipes_json TEXT, hash INTEGER NOT NULL,
+        sent_at TEXT, PRIMARY KEY (chat_id, floor)) WITHOUT ROWID""",
+    """CREATE TABLE commits (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT NOT NULL, anchor_floor INTEGER NOT NULL,
+        origin TEXT NOT NULL, at TEXT NOT NULL, ops_json TEXT NOT NULL, undo_json TEXT NOT NULL,
+        note TEXT NOT NULL DEFAULT '')""",
+    "CREATE INDEX commits_chat_anchor ON commits (chat_id, anchor_floor)",
+    "CREATE INDEX commits_chat_id ON commits (chat_id, id)",
+    """CREATE TABLE nodes (
+        chat_id TEXT NOT NULL, id TEXT NOT NULL, type TEXT NOT NULL, title TEXT NOT NULL,
+        fields_json TEXT NOT NULL, level INTEGER NOT NULL, parent_id TEXT, floor_from INTEGER NOT NULL,
+        floor_to INTEGER NOT NULL, importance REAL NOT NULL, access_count INTEGER NOT NULL DEFAULT 0,
+        last_access TEXT, archived INTEGER NOT NULL DEFAULT 0, scope_layer TEXT NOT NULL DEFAULT 'objective',
+        scope_owner TEXT, scope_region TEXT, story_label TEXT, story_segment TEXT,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY (chat_id, id)) WITHOUT ROWID""",
+    "CREATE INDEX nodes_by_type ON nodes (chat_id, type, level, archived)",
+    "CREATE INDEX nodes_by_parent ON nodes (chat_id, parent_id)",
+    "CREATE INDEX nodes_by_floor ON nodes (chat_id, floor_to)",
+    """CREATE TABLE node_names (
+        chat_id TEXT NOT NULL, name TEXT NOT NULL, node_id TEXT NOT NULL,
+        PRIMARY KEY (chat_id, name, node_id)) WITHOUT ROWID""",
+    "CREATE INDEX node_names_by_node ON node_names (chat_id, node_id)",
+    """CREATE TABLE edges (
+        chat_id TEXT NOT NULL, id TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL,
+        relation TEXT NOT NULL, strength REAL NOT NULL, valid_from INTEGER, valid_to INTEGER,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY (chat_id, id)) WITHOUT ROWID""",
+    "CREATE UNIQUE INDEX edges_by_triple ON edges (chat_id, source, target, relation)",
+    "CREATE INDEX edges_by_target ON edges (chat_id, target)",
+]
+
+Migration = Callable[[sqlite3.Connection], None] | list[str]
+
+# Index i holds the steps that take the database from version i to version i + 1.
+MIGRATIONS: list[Migration] = [_V1]
+
+
+def latest_version() -> int:
+    return len(MIGRATIONS)
+
+
+def connect(data_dir: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the database in `data_dir`, migrated to the latest version."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / DB_FILENAME
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        migrate(conn)
+    except sqlite3.DatabaseError as exc:
+        raise translate(exc, path) from None
+    return conn
+
+
+def translate(exc: sqlite3.Error, path: Path | str) -> StoreError:
+    """Turn a sqlite3 error into one of ours with a message that names the file."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreLocked(f"database {path} is locked ({text})")
+    if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+        return StoreCorrupt(f"database {path} is damaged or not a memory-curator database ({text})")
+    return StoreError(f"database {path}: {text}")
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+    if not has_meta:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every pending migration, each atomically with its version bump. Returns the final version."""
+    version = current_version(conn)
+    if version > latest_version():
+        raise StoreTooNew(f"database is at version {version}; this package knows up to {latest_version()}")
+    while version < latest_version():
+        step = MIGRATIONS[version]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-read inside the write lock: another process may have migrated meanwhile.
+            if current_version(conn) != version:
+                conn.execute("ROLLBACK")
+                version = current_version(conn)
+                continue
+            if callable(step):
+                step(conn)
+            else:
+                for statement in step:
+                    conn.execute(statement)
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (str(version + 1),),
+            )
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            conn.execute("ROLLBACK")
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise
+            raise MigrationFailed(f"migration to version {version + 1} failed: {exc}") from None
+        except Exception as exc:
+            conn.execute("ROLLBACK")
+            raise MigrationFailed(f"migration to version {version + 1} failed: {exc}") from None
+        version += 1
+    return version

@@ -1,0 +1,32 @@
+"""Where things live: the data directory and the bundled example files."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+ENV_DATA = "CURATOR_DATA"
+
+
+def data_dir(given: str | Path | None = None) -> Path:
+    """The data directory: `given`, else $CURATOR_DATA, else $XDG_DATA_HOME/memory-curator
+    (~/.local/share/memory-curator)."""
+    if given:
+        return Path(given).expanduser()
+    if os.environ.get(ENV_DATA):
+        return Path(os.environ[ENV_DATA]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "memory-curator"
+
+
+def example_file(name: str) -> Path:
+    """A file of the bundled example. The wheel carries them inside the package (`curator/examples`); an
+    editable install or a source checkout finds them in the repository's `examples/` folder."""
+    packaged = resources.files(__package__).joinpath("examples", name)
+    if packaged.is_file():
+        return Path(str(packaged))
+    checkout = Path(__file__).resolve().parent.parent / "examples" / name
+    if checkout.is_file():
+        return checkout
+    raise FileNotFoundError(f"example file {name!r} is not installed")
