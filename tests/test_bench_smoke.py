@@ -1,0 +1,78 @@
+"""Smoke test for the benchmark scripts in bench/: each runs with `--quick --json` and prints the figures it
+promises. No timing is judged here; the scripts only have to run and report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+
+pytestmark = pytest.mark.skipif(not BENCH.is_dir(), reason="no bench/ folder (installed-only layout)")
+
+TOP_KEYS = {"benchmark", "quick", "env", "params", "results"}
+
+RESULT_KEYS = {
+    "commit_throughput": {
+        "commits", "ops", "total_s", "commits_per_s", "ops_per_s", "latency", "first_10pct_p50_ms",
+        "last_10pct_p50_ms", "parse_only_ms_per_commit", "graph", "db_mb",
+    },
+    "rollback_scaling": {"sizes"},
+    "export_import": {
+        "build_s", "export_graph_ms", "dumps_ms", "write_ms", "file_mb", "export_total_ms", "read_graph_file_ms",
+        "read_timed_out", "read_breakdown_ms", "read_scaling", "read_growth_exponent", "import_graph_ms",
+        "import_ops", "source", "imported", "file_nodes", "file_edges", "same_counts", "same_content",
+    },
+}
+LATENCY_KEYS = {"p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms"}
+ROLLBACK_ROW_KEYS = {
+    "size", "built_commits", "truncated", "build_s", "build_commits_per_s", "rollback_ms", "rollback_ms_runs",
+    "rollback_ms_median", "ratio_to_smallest", "reverted_per_run", "noop_rollback_ms", "commits_after",
+    "nodes_after", "nodes_expected",
+}
+COUNT_KEYS = {"nodes", "nodes_active", "nodes_archived", "edges"}
+
+
+def run_quick(name: str) -> dict:
+    script = BENCH / f"{name}.py"
+    if not script.is_file():
+        pytest.skip(f"{script} is missing")
+    # The timeout only guards against a hang; it is not a performance check.
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--json"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, f"{name} failed:\n{proc.stderr[-4000:]}"
+    report = json.loads(proc.stdout)
+    assert TOP_KEYS <= report.keys()
+    assert report["benchmark"] == name
+    assert report["quick"] is True
+    missing = RESULT_KEYS[name] - report["results"].keys()
+    assert not missing, f"{name}: missing result keys {sorted(missing)}"
+    return report
+
+
+def test_commit_throughput_quick():
+    results = run_quick("commit_throughput")["results"]
+    assert LATENCY_KEYS <= results["latency"].keys()
+    assert {"nodes_active", "nodes_archived", "edges", "commits"} <= results["graph"].keys()
+
+
+def test_rollback_scaling_quick():
+    report = run_quick("rollback_scaling")
+    rows = report["results"]["sizes"]
+    assert [row["size"] for row in rows] == report["params"]["sizes"]
+    for row in rows:
+        missing = ROLLBACK_ROW_KEYS - row.keys()
+        assert not missing, f"rollback_scaling row {row.get('size')}: missing keys {sorted(missing)}"
+
+
+def test_export_import_quick():
+    results = run_quick("export_import")["results"]
+    assert COUNT_KEYS <= results["source"].keys()
+    assert COUNT_KEYS <= results["imported"].keys()
+    for row in results["read_scaling"]:
+        assert {"nodes", "edges", "mb", "parse_graph_ms"} <= row.keys()
