@@ -62,19 +62,48 @@ def latest_version() -> int:
     return len(MIGRATIONS)
 
 
-def connect(data_dir: Path) -> sqlite3.Connection:
-    """Open (creating if needed) the database in `data_dir`, migrated to the latest version."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+class _Connection(sqlite3.Connection):
+    """A connection whose errors name the file and say what to do (StoreCorrupt, StoreLocked, ...)."""
+
+    path: Path | str = ""
+
+    def execute(self, sql: str, params=()):  # type: ignore[override]
+        try:
+            return super().execute(sql, params)
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+
+    def executemany(self, sql: str, params):  # type: ignore[override]
+        try:
+            return super().executemany(sql, params)
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+
+    def rollback_quietly(self) -> None:
+        """End the open transaction, if SQLite has not ended it already."""
+        if self.in_transaction:
+            super().execute("ROLLBACK")
+
+
+def connect(data_dir: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """Open (creating if needed) the database in `data_dir`, migrated to the latest version. A write waits
+    up to `busy_timeout_ms` for another writer before failing with StoreLocked."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
     path = data_dir / DB_FILENAME
     try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False,
+                               factory=_Connection)
+        conn.path = path
         conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         migrate(conn)
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.Error as exc:
         raise translate(exc, path) from None
     return conn
 
@@ -108,7 +137,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         try:
             # Re-read inside the write lock: another process may have migrated meanwhile.
             if current_version(conn) != version:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 version = current_version(conn)
                 continue
             if callable(step):
@@ -123,13 +152,16 @@ def migrate(conn: sqlite3.Connection) -> int:
                 (str(version + 1),),
             )
             conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            conn.execute("ROLLBACK")
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise
-            raise MigrationFailed(f"migration to version {version + 1} failed: {exc}") from None
+        except StoreError:
+            _rollback(conn)
+            raise
         except Exception as exc:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise MigrationFailed(f"migration to version {version + 1} failed: {exc}") from None
         version += 1
     return version
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        sqlite3.Connection.execute(conn, "ROLLBACK")

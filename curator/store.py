@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from schemas import Schema, schema_from_data
 
-from .db import connect, translate
+from .db import BUSY_TIMEOUT_MS, connect
 from .errors import ChatExists, ChatNotFound, CuratorError, OpError
 from .messages import Message
 from .ops import dump_ops, parse_ops
@@ -72,9 +72,9 @@ class Chat:
 class Store:
     """All chats under one data directory. Safe to share between threads; writes are serialized."""
 
-    def __init__(self, data_dir: str | Path):
+    def __init__(self, data_dir: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
         self.data_dir = Path(data_dir).expanduser()
-        self.conn = connect(self.data_dir)
+        self.conn = connect(self.data_dir, busy_timeout_ms)
         self._lock = threading.RLock()
 
     def close(self) -> None:
@@ -90,20 +90,13 @@ class Store:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: everything inside lands together or not at all."""
         with self._lock:
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise translate(exc, self.data_dir) from None
+            self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            try:
                 self.conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self.conn.execute("ROLLBACK")
-                raise translate(exc, self.data_dir) from None
+            except BaseException:
+                self.conn.rollback_quietly()
+                raise
 
     # ---- chats --------------------------------------------------------------------------------
     def create_chat(self, chat_id: str, schema: Schema, settings: dict | None = None) -> Chat:
