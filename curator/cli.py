@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import tempfile
 import traceback
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 
 from schemas import SchemaError, dump_schema, load_schema, preset_names
@@ -38,11 +38,28 @@ def _main(
     _state.update(data=data, debug=debug)
 
 
+def _reported(command):
+    """Turn known errors into one line + hint and exit code 1; --debug adds the traceback."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (CuratorError, SchemaError) as exc:
+            if _state["debug"]:
+                traceback.print_exc()
+            console.print_error(str(exc), getattr(exc, "hint", "") or _schema_hint(exc))
+            raise typer.Exit(1) from None
+
+    return run
+
+
 def _memory() -> Memory:
     return Memory(_state["data"])
 
 
 @app.command()
+@_reported
 def init(
     chat: Annotated[Optional[str], typer.Option("--chat", "-c", help="Also create this chat.")] = None,
     schema: Annotated[str, typer.Option(help="Preset name or schema file for the new chat.")] = "default",
@@ -60,6 +77,7 @@ def init(
 
 
 @app.command()
+@_reported
 def chats(json_: JsonOpt = False) -> None:
     """List the chats in the data directory."""
     with _memory() as memory:
@@ -75,6 +93,7 @@ def chats(json_: JsonOpt = False) -> None:
 
 
 @app.command()
+@_reported
 def show(
     chat: ChatOpt,
     archived: Annotated[bool, typer.Option("--archived", help="Include archived nodes.")] = False,
@@ -92,6 +111,7 @@ def show(
 
 
 @app.command()
+@_reported
 def export(
     chat: ChatOpt,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (default: stdout).")] = None,
@@ -109,6 +129,7 @@ def export(
 
 
 @app.command("import")
+@_reported
 def import_(
     file: Annotated[Path, typer.Argument(help="A memory-curator/graph JSON file.")],
     chat: ChatOpt,
@@ -129,6 +150,7 @@ def import_(
 
 
 @app.command()
+@_reported
 def rollback(
     chat: ChatOpt,
     floor: Annotated[int, typer.Option(help="Revert every commit anchored at this floor or later.")],
@@ -145,6 +167,7 @@ def rollback(
 
 
 @schema_app.command("list")
+@_reported
 def schema_list(json_: JsonOpt = False) -> None:
     """List the bundled schema presets."""
     names = preset_names()
@@ -156,6 +179,7 @@ def schema_list(json_: JsonOpt = False) -> None:
 
 
 @schema_app.command("show")
+@_reported
 def schema_show(
     ref: Annotated[str, typer.Argument(help="Preset name or schema file.")] = "default",
     fmt: Annotated[str, typer.Option("--format", help="table | yaml | json")] = "table",
@@ -172,6 +196,7 @@ def schema_show(
 
 
 @schema_app.command("validate")
+@_reported
 def schema_validate(path: Annotated[Path, typer.Argument(help="A schema YAML/JSON file.")], json_: JsonOpt = False) -> None:
     """Check a schema file; every problem is reported with its file, type and field."""
     try:
@@ -188,6 +213,7 @@ def schema_validate(path: Annotated[Path, typer.Argument(help="A schema YAML/JSO
 
 
 @app.command()
+@_reported
 def demo(json_: JsonOpt = False) -> None:
     """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
     target = _state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
@@ -209,27 +235,7 @@ def demo(json_: JsonOpt = False) -> None:
 
 
 def main() -> None:
-    """Entry point: run the CLI and turn known errors into one line + hint and a non-zero exit."""
-    debug = "--debug" in sys.argv[1:]
-    try:
-        code = app(standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        code = exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code
-    except click.exceptions.Abort:
-        console.err.print("aborted")
-        code = 130
-    except (CuratorError, SchemaError) as exc:
-        if debug:
-            traceback.print_exc()
-        console.print_error(str(exc), getattr(exc, "hint", "") or _schema_hint(exc))
-        code = 1
-    except KeyboardInterrupt:
-        console.err.print("interrupted")
-        code = 130
-    sys.exit(code if isinstance(code, int) else 0)
+    app()
 
 
 def _schema_hint(exc: Exception) -> str:
