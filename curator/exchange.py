@@ -171,38 +171,42 @@ def _line(text: str, item_id: str | None) -> str:
 
 
 def _check_references(graph: GraphFile, schema: Schema, text: str, source: str) -> None:
-    problems = []
+    problems: list[str] = []
+
+    def problem(kind: str, item_id: str, message: str) -> None:
+        if len(problems) > 20:  # enough to act on; finding each line costs a scan of the file
+            return
+        problems.append(f"{source}: {kind} {item_id!r}{_line(text, item_id)}: {message}")  # lines only on error
+
     seen: set[str] = set()
     for node in graph.nodes:
-        at = f"{source}: node {node.id!r}{_line(text, node.id)}"
         if node.id in seen:
-            problems.append(f"{at}: duplicate id")
+            problem("node", node.id, "duplicate id")
         seen.add(node.id)
         spec = schema.type(node.type)
         if spec is None:
-            problems.append(f"{at}: unknown type {node.type!r} (the file's schema has: {', '.join(schema.types)})")
+            problem("node", node.id, f"unknown type {node.type!r} (the file's schema has: {', '.join(schema.types)})")
             continue
         unknown = [f for f in node.fields if f not in spec.field_names]
         if unknown:
-            problems.append(f"{at}: unknown field(s) {', '.join(unknown)} for type {node.type!r}")
+            problem("node", node.id, f"unknown field(s) {', '.join(unknown)} for type {node.type!r}")
         if node.floor_from > node.floor_to:
-            problems.append(f"{at}: floor range {node.floor_from}-{node.floor_to} runs backwards")
+            problem("node", node.id, f"floor range {node.floor_from}-{node.floor_to} runs backwards")
     for node in graph.nodes:
         if node.parent is not None and node.parent not in seen:
-            problems.append(f"{source}: node {node.id!r}{_line(text, node.id)}: parent {node.parent!r} is not in the file")
+            problem("node", node.id, f"parent {node.parent!r} is not in the file")
     edge_ids: set[str] = set()
     for edge in graph.edges:
-        at = f"{source}: edge {edge.id!r}{_line(text, edge.id)}"
         if edge.id in edge_ids:
-            problems.append(f"{at}: duplicate id")
+            problem("edge", edge.id, "duplicate id")
         edge_ids.add(edge.id)
         for end in (edge.source, edge.target):
             if end not in seen:
-                problems.append(f"{at}: points to missing node {end!r}")
+                problem("edge", edge.id, f"points to missing node {end!r}")
         if schema.relation(edge.relation) is None:
-            problems.append(f"{at}: unknown relation {edge.relation!r}")
+            problem("edge", edge.id, f"unknown relation {edge.relation!r}")
     if problems:
-        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        more = "\n... and more" if len(problems) > 20 else ""
         raise ImportFileError("\n".join(problems[:20]) + more)
 
 
@@ -264,21 +268,20 @@ def _op_subject(ops: list, index: int | None) -> str:
 
 
 def _parents_first(nodes: list[NodeRecord]) -> list[NodeRecord]:
+    """Order nodes so every parent comes before its children (iteratively: chains may be long)."""
     by_id = {n.id: n for n in nodes}
-    ordered, placed, visiting = [], set(), set()
-
-    def place(node: NodeRecord) -> None:
-        if node.id in placed:
-            return
-        if node.id in visiting:
-            raise ImportFileError(f"node {node.id!r}: its parent chain loops back to itself")
-        visiting.add(node.id)
-        if node.parent in by_id:
-            place(by_id[node.parent])
-        visiting.discard(node.id)
-        placed.add(node.id)
-        ordered.append(node)
-
+    ordered: list[NodeRecord] = []
+    placed: set[str] = set()
     for node in nodes:
-        place(node)
+        chain, seen = [], set()
+        current: NodeRecord | None = node
+        while current is not None and current.id not in placed:
+            if current.id in seen:
+                raise ImportFileError(f"node {current.id!r}: its parent chain loops back to itself")
+            seen.add(current.id)
+            chain.append(current)
+            current = by_id.get(current.parent) if current.parent else None
+        for item in reversed(chain):
+            placed.add(item.id)
+            ordered.append(item)
     return ordered

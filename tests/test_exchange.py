@@ -183,3 +183,20 @@ def test_oversized_imports_are_refused(memory, tmp_path):
     with pytest.raises(ImportFileError, match="over the import limit"):
         memory.import_("road", path, max_bytes=1000)
     assert MAX_IMPORT_BYTES >= 10 * 1024 * 1024
+
+
+def test_long_parent_chains_and_loops(memory, tmp_path):
+    data = _example()
+    template = next(n for n in data["nodes"] if n["type"] == "event" and n["level"] == 0)
+    chain = []
+    for i in range(3000):  # deeper than Python's recursion limit
+        node = {**template, "id": f"c{i}", "parent": f"c{i + 1}" if i < 2999 else None, "children": []}
+        chain.append(node)
+    data["nodes"] = chain[::-1][:1] + chain[:-1]  # children listed before parents, too
+    data["edges"] = []
+    memory.import_("chain", _write(tmp_path, data))
+    assert memory.graph("chain").get("c0").parent == "c1"
+    data["nodes"][0]["parent"] = "c0"  # c2999 -> c0 -> c1 -> ... -> c2999
+    with pytest.raises(ImportFileError, match="loops back"):
+        memory.import_("loop", _write(tmp_path, data, "loop.json"))
+    assert "loop" not in memory.chats()
