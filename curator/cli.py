@@ -214,6 +214,67 @@ def schema_validate(path: Annotated[Path, typer.Argument(help="A schema YAML/JSO
 
 @app.command()
 @_reported
+def ingest(
+    file: Annotated[Path, typer.Argument(help="A SillyTavern .jsonl chat or a JSONL of {role, name, content}.")],
+    chat: ChatOpt,
+    schema: Annotated[str, typer.Option(help="Preset or schema file, for a new chat.")] = "default",
+    limit: Annotated[Optional[int], typer.Option(help="Extract at most this many steps now.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Replay a chat file floor by floor, extracting memory as a live chat would (resumable)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with _memory() as memory, Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
+        TimeRemainingColumn(), TextColumn("{task.fields[cost]}"), console=console.err, disable=json_,
+    ) as progress:
+        task = progress.add_task(f"ingest {chat}", total=None, cost="")
+        totals = {"calls": 0, "tokens": 0}
+
+        def on_step(result, done, due):
+            totals["calls"] += result.usage.calls
+            totals["tokens"] += result.usage.input_tokens + result.usage.output_tokens
+            progress.update(task, completed=done, total=due,
+                            cost=f"floor {result.floor} · {totals['calls']} LLM calls · {totals['tokens']} tokens")
+
+        try:
+            report = memory.ingest(chat, file, schema=schema, on_step=on_step, limit=limit)
+        except KeyboardInterrupt:
+            progress.stop()
+            console.err.print("interrupted: every finished step is saved; run the same command to continue")
+            raise typer.Exit(130) from None
+    if json_:
+        console.print_json(report.to_dict())
+        return
+    data = report.to_dict()
+    if report.rolled_back_from is not None:
+        console.out.print(f"the chat changed from floor {report.rolled_back_from}: memory rolled back to before it")
+    console.out.print(f"{chat}: {data['floors']} floors, {data['steps_done']}/{data['steps_due']} extraction steps "
+                      f"in {data['seconds']:.1f}s · {data['usage']['calls']} LLM calls, "
+                      f"{data['usage']['input_tokens']}+{data['usage']['output_tokens']} tokens")
+    if report.failed:
+        raise CuratorError(f"extraction of floor {report.failed.floor} failed: {report.failed.reason}",
+                           "Nothing was committed for that floor; fix the cause and run the same command again.")
+
+
+@app.command()
+@_reported
+def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
+    """LLM calls, tokens and latency spent on a chat, and its failed extraction steps."""
+    with _memory() as memory:
+        data = memory.usage(chat)
+    if json_:
+        console.print_json(data)
+        return
+    for task, row in data["usage"].items():
+        console.out.print(f"{task}: {row['calls']} calls ({row['failed_calls']} failed), {row['input_tokens']} in + "
+                          f"{row['output_tokens']} out tokens, {row['latency_ms'] / 1000:.1f}s")
+    for step in data["failed_steps"]:
+        console.out.print(f"[yellow]failed[/] floor {step['floor']} (seq {step['seq']}): {step['reason']}")
+
+
+@app.command()
+@_reported
 def demo(json_: JsonOpt = False) -> None:
     """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
     target = _state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))

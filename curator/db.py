@@ -52,10 +52,24 @@ _V1 = [
     "CREATE INDEX edges_by_target ON edges (chat_id, target)",
 ]
 
+# Version 2: what LLM calls cost, and what each extraction step did (including the ones that failed).
+_V2 = [
+    """CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT, task TEXT NOT NULL, model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+        latency_ms REAL NOT NULL DEFAULT 0, ok INTEGER NOT NULL, error TEXT, at TEXT NOT NULL)""",
+    "CREATE INDEX llm_calls_by_chat ON llm_calls (chat_id, task)",
+    """CREATE TABLE extraction_log (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT NOT NULL, floor INTEGER NOT NULL, seq INTEGER NOT NULL,
+        ok INTEGER NOT NULL, reason TEXT, commit_id INTEGER, active_types TEXT NOT NULL, calls INTEGER NOT NULL,
+        input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, latency_ms REAL NOT NULL, at TEXT NOT NULL)""",
+    "CREATE INDEX extraction_log_by_chat ON extraction_log (chat_id, floor)",
+]
+
 Migration = Callable[[sqlite3.Connection], None] | list[str]
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1]
+MIGRATIONS: list[Migration] = [_V1, _V2]
 
 
 def latest_version() -> int:

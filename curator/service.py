@@ -4,21 +4,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import asyncio
+from collections.abc import Callable
+
+from pydantic_ai.models import Model
+
 from schemas import Schema, load_schema
 
 from .chatfile import read_chat
 from .exchange import ImportMode, export_graph, import_graph, read_graph_file
+from .extractor import ExtractionResult, Extractor, due_floors
+from .ingest import IngestReport, ingest
 from .messages import Message
 from .paths import data_dir as resolve_data_dir
 from .queries import GraphView
+from .settings import Settings, load_settings
 from .store import Chat, CommitRecord, RollbackResult, Store
+from .usage_log import extraction_failures, usage_totals
 
 
 class Memory:
     """Memory for every chat under one data directory."""
 
-    def __init__(self, data_dir: str | Path | None = None):
+    def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None):
         self.store = Store(resolve_data_dir(data_dir))
+        self._settings = settings
+
+    @property
+    def settings(self) -> Settings:
+        """Model profiles and extraction settings (`<data>/config.yaml` and the environment), read once."""
+        if self._settings is None:
+            self._settings = load_settings(self.data_dir)
+        return self._settings
 
     @property
     def data_dir(self) -> Path:
@@ -64,6 +81,32 @@ class Memory:
 
     def rollback(self, chat_id: str, floor: int) -> RollbackResult:
         return self.store.rollback(chat_id, floor)
+
+    # extraction
+    def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None) -> list[ExtractionResult]:
+        """Extract the reply at `floor`, or every reply still due; stops at the first failure."""
+        async def run() -> list[ExtractionResult]:
+            extractor = Extractor(self.store, self.settings, model=model)
+            floors = [floor] if floor is not None else [f for f, _ in due_floors(self.store, chat_id, self.settings)]
+            results = []
+            for f in floors:
+                results.append(await extractor.extract(chat_id, f))
+                if not results[-1].ok:
+                    break
+            return results
+
+        return asyncio.run(run())
+
+    def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default", model: Model | None = None,
+               on_step: Callable | None = None, limit: int | None = None) -> IngestReport:
+        """Replay a chat file into memory, extracting floor by floor; a rerun continues where it stopped."""
+        return asyncio.run(ingest(self.store, chat_id, path, self.settings, schema=schema, model=model,
+                                  on_step=on_step, limit=limit))
+
+    def usage(self, chat_id: str) -> dict:
+        """LLM calls, tokens and latency of a chat, per task and in all, and the failed extraction steps."""
+        self.store.chat(chat_id)
+        return {"usage": usage_totals(self.store, chat_id), "failed_steps": extraction_failures(self.store, chat_id)}
 
     # import / export
     def export(self, chat_id: str) -> dict:

@@ -139,7 +139,8 @@ class Store:
         with self.transaction() as conn:
             self.chat(chat_id)
             for table, column in (("chats", "id"), ("messages", "chat_id"), ("commits", "chat_id"),
-                                  ("nodes", "chat_id"), ("node_names", "chat_id"), ("edges", "chat_id")):
+                                  ("nodes", "chat_id"), ("node_names", "chat_id"), ("edges", "chat_id"),
+                                  ("llm_calls", "chat_id"), ("extraction_log", "chat_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
 
     # ---- messages -----------------------------------------------------------------------------

@@ -1,0 +1,218 @@
+"""The built-in extractor: one structured LLM call per due step turns the newest reply into ops, committed as
+one commit anchored at the reply's floor. Invalid answers go back to the model with the errors, within a
+bound; a step that still fails commits nothing and is logged with its reason."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from pydantic_ai import Agent, ModelRetry, PromptedOutput, ToolOutput
+from pydantic_ai.models import Model
+
+from prompts import render
+from schemas import Schema
+
+from .errors import CuratorError, OpError
+from .extraction_model import output_model
+from .extraction_plan import PlanError, plan_ops
+from .llm import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
+from .messages import Message
+from .settings import Settings
+from .store import CommitRecord, Store
+from .usage_log import log_calls, log_extraction
+
+
+@dataclass
+class ExtractionResult:
+    """What one extraction step did and cost."""
+
+    chat_id: str
+    floor: int
+    seq: int
+    active_types: list[str]
+    ok: bool
+    commit: CommitRecord | None = None
+    reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    def to_dict(self) -> dict:
+        return {"chat": self.chat_id, "floor": self.floor, "seq": self.seq, "active_types": self.active_types,
+                "ok": self.ok, "commit": self.commit.id if self.commit else None,
+                "ops": len(self.commit.ops) if self.commit else 0, "reason": self.reason, "usage": self.usage.to_dict()}
+
+
+def assistant_floors(messages: list[Message]) -> list[int]:
+    """Floors of the assistant replies that count: seq N is the N-th of them (1-based)."""
+    return [i for i, m in enumerate(messages) if m.role == "assistant" and m.text.strip()]
+
+
+def last_extracted_floor(store: Store, chat_id: str) -> int:
+    """The processed-floor pointer: the newest floor an extraction commit is anchored at (-1 if none). It lives
+    in the commit log, so a rollback moves it back by itself."""
+    row = store.conn.execute("SELECT MAX(anchor_floor) FROM commits WHERE chat_id=? AND origin='extract'",
+                             (chat_id,)).fetchone()
+    return -1 if row[0] is None else row[0]
+
+
+def due_floors(store: Store, chat_id: str, settings: Settings) -> list[tuple[int, int]]:
+    """(floor, seq) of the replies still to extract, every `extract_every` replies."""
+    every = settings.for_chat(store.chat(chat_id).settings).extraction.extract_every
+    pointer = last_extracted_floor(store, chat_id)
+    floors = assistant_floors(store.messages(chat_id))
+    return [(f, seq) for seq, f in enumerate(floors, start=1) if f > pointer and seq % every == 0]
+
+
+class Extractor:
+    """Extraction for the chats of one store. `model` replaces the configured one (tests, scripted runs)."""
+
+    def __init__(self, store: Store, settings: Settings, model: Model | None = None):
+        self.store, self.settings = store, settings
+        self._model = model
+        self._limiter: RateLimiter | None = None
+
+    def _base_model(self) -> Model:
+        if self._model is None:
+            profile = self.settings.profile_for("extract")
+            self._model = build_model(profile)
+            self._limiter = RateLimiter(profile.rpm)
+        return self._model
+
+    async def extract(self, chat_id: str, floor: int) -> ExtractionResult:
+        """Extract the reply at `floor` (and any replies since the last extraction, as one step)."""
+        chat = self.store.chat(chat_id)
+        settings = self.settings.for_chat(chat.settings)
+        messages = self.store.messages(chat_id)
+        floors = assistant_floors(messages)
+        if floor not in floors:
+            raise CuratorError(f"floor {floor} of chat {chat_id!r} is not an assistant reply with text")
+        seq = floors.index(floor) + 1
+        pointer = last_extracted_floor(self.store, chat_id)
+        if floor <= pointer:
+            raise CuratorError(f"floor {floor} is already extracted (the chat is extracted up to floor {pointer})",
+                               f"Roll back to floor {floor} first to extract it again.")
+        focus = [f for f in floors if pointer < f <= floor]
+        active = [name for name, spec in chat.schema.types.items() if seq % spec.extract_every == 0]
+        trace = LLMTrace()
+        result = ExtractionResult(chat_id, floor, seq, active, ok=False)
+        try:
+            ops = await self._run(chat_id, chat.schema, settings, messages, focus, active, trace)
+            result.commit = self.store.commit(chat_id, ops, floor, "extract", note=f"seq {seq}")
+            result.ok = True
+        except (CuratorError, OpError) as exc:
+            result.reason = str(exc)
+        except Exception as exc:  # model/HTTP failures: recorded, nothing committed
+            result.reason = _reason(exc)
+        result.usage = trace.usage()
+        log_calls(self.store, chat_id, trace.records)
+        log_extraction(self.store, result)
+        return result
+
+    async def _run(self, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
+                   focus: list[int], active: list[str], trace: LLMTrace) -> list[dict]:
+        model = MeteredModel(self._base_model(), "extract", trace, self._limiter)
+        answer_type = output_model(schema, active)
+        profile = self.settings.profiles.get(self.settings.tasks.get("extract", "default"))
+        json_mode = profile is not None and profile.output_mode == "json"
+        output = (PromptedOutput(answer_type, name="record_memory") if json_mode
+                  else ToolOutput(answer_type, name="record_memory", description="Record the memory of this step."))
+        agent = Agent(model, output_type=output, system_prompt=system_prompt(settings),
+                      retries={"output": settings.extraction.output_retries},
+                      model_settings=model_settings(profile) if profile else None)
+        graph = self.store.graph(chat_id)
+        planned: list[list[dict]] = []
+
+        @agent.output_validator
+        def _plan(answer):  # resolution errors go back to the model like schema errors
+            try:
+                ops = plan_ops(schema, graph, answer, active, anchor=focus[-1], focus_from=focus[0])
+            except PlanError as exc:
+                raise ModelRetry(str(exc)) from None
+            planned.append(ops)
+            return answer
+
+        await agent.run(user_prompt(self.store, chat_id, schema, settings, messages, focus, active))
+        return planned[-1]
+
+
+def _reason(exc: BaseException) -> str:
+    """A failure in one line: the error and what caused it (e.g. the last validation error)."""
+    parts, seen = [], set()
+    while exc is not None and id(exc) not in seen and len(parts) < 3:
+        seen.add(id(exc))
+        parts.append(f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+        exc = exc.__cause__ or exc.__context__
+    return " <- ".join(parts)[:1000]
+
+
+def system_prompt(settings: Settings) -> str:
+    """Byte-stable for a chat's settings, so providers can cache it; everything per-step goes in the user prompt."""
+    language = settings.extraction.language
+    rule = ("use the language the chat is written in" if language == "auto"
+            else f"write in {language}, whatever the chat's language")
+    return render("extract_system", language_rule=rule)
+
+
+def user_prompt(store: Store, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
+                focus: list[int], active: list[str]) -> str:
+    return render(
+        "extract_user",
+        active_types="\n\n".join(_describe_type(schema, name) for name in active) or "(none this step)",
+        relations="\n".join(f"- {r.name}{' (either direction)' if r.symmetric else ''}: {r.description}"
+                            for r in schema.relations if not r.internal),
+        known_entities=_known_entities(store, chat_id, schema, settings.extraction.max_known_entities),
+        context=_format(messages, _context_floors(messages, focus[0], settings.extraction.context_turns)) or "(none)",
+        floor=focus[-1] if len(focus) == 1 else f"{focus[0]}-{focus[-1]}",
+        focus=_format(messages, range(focus[0], focus[-1] + 1)),
+    )
+
+
+_POLICY = {
+    "event": "event: write new ones for what happened in the newest reply",
+    "entity": "entity: matched by name or alias; give the name and only the fields that are new or changed",
+    "latest_only": "latest state: give the name and the whole current state; it replaces the old one",
+}
+
+
+def _describe_type(schema: Schema, name: str) -> str:
+    spec = schema.types[name]
+    lines = [f"### {name} ({_POLICY[spec.identity]})"]
+    if spec.description:
+        lines.append(spec.description)
+    for f in spec.fields:
+        required = f.required or f.name in spec.primary_key
+        lines.append(f"- {f.name}{' (required)' if required else ''}{': ' + f.hint if f.hint else ''}")
+    if spec.extraction_instructions:
+        lines.append(f"Rules: {spec.extraction_instructions}")
+    return "\n".join(lines)
+
+
+def _known_entities(store: Store, chat_id: str, schema: Schema, limit: int) -> str:
+    graph = store.graph(chat_id)
+    rows = []
+    for name, spec in schema.types.items():
+        if spec.identity == "event":
+            continue
+        for node in graph.nodes(type=name):
+            aliases = ", ".join(v for f in spec.alias_fields if (v := node.fields.get(f)))
+            rows.append((node.floor_to, f"- {node.title} [{name}]" + (f" (aliases: {aliases})" if aliases else "")))
+    rows.sort(key=lambda r: r[0], reverse=True)
+    return "\n".join(text for _, text in rows[:limit]) or "(none yet)"
+
+
+def _context_floors(messages: list[Message], focus_start: int, turns: int) -> range:
+    """The floors before the focus: the turn's own user message and `turns` earlier turns."""
+    start, users = focus_start, 0
+    while start > 0 and users < turns + 1:
+        start -= 1
+        users += messages[start].role == "user"
+    return range(start, focus_start)
+
+
+def _format(messages: list[Message], floors) -> str:
+    return "\n\n".join(f"[floor {f}] {messages[f].name or messages[f].role} ({messages[f].role}): {messages[f].text}"
+                       for f in floors)
+
+
+def answer_json(answer) -> str:  # handy for logs and tests
+    return json.dumps(answer.model_dump(), ensure_ascii=False)

@@ -1,0 +1,97 @@
+"""Ingestion: replay a chat file floor by floor, extracting as a live chat would.
+
+Each step is its own commit, so an interrupted run loses at most the step in flight, and running the same
+command again continues after the last extracted floor. If the file differs from what was ingested before,
+memory is first rolled back to the first floor that changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic_ai.models import Model
+
+from schemas import Schema, load_schema
+
+from .chatfile import read_chat
+from .extractor import ExtractionResult, Extractor, due_floors
+from .llm import Usage
+from .messages import Message
+from .settings import Settings
+from .store import Store
+
+
+@dataclass
+class IngestReport:
+    chat_id: str
+    floors: int
+    steps_due: int
+    results: list[ExtractionResult] = field(default_factory=list)
+    rolled_back_from: int | None = None
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> ExtractionResult | None:
+        return next((r for r in self.results if not r.ok), None)
+
+    def usage(self) -> Usage:
+        total = Usage()
+        for r in self.results:
+            total.calls += r.usage.calls
+            total.input_tokens += r.usage.input_tokens
+            total.output_tokens += r.usage.output_tokens
+            total.latency_ms += r.usage.latency_ms
+            total.failed_calls += r.usage.failed_calls
+        return total
+
+    def to_dict(self) -> dict:
+        failed = self.failed
+        return {"chat": self.chat_id, "floors": self.floors, "steps_due": self.steps_due,
+                "steps_done": sum(r.ok for r in self.results), "rolled_back_from": self.rolled_back_from,
+                "failed": failed.to_dict() if failed else None, "usage": self.usage().to_dict(),
+                "seconds": round(self.seconds, 3)}
+
+
+def first_changed_floor(stored: list[Message], incoming: list[Message]) -> int | None:
+    """The first floor whose role, name, text or active swipe differs, or where one chat ends early."""
+    for floor, (old, new) in enumerate(zip(stored, incoming)):
+        if old.hash != new.hash:
+            return floor
+    if len(incoming) < len(stored):
+        return len(incoming)
+    return None
+
+
+async def ingest(store: Store, chat_id: str, path: str | Path, settings: Settings, *,
+                 schema: Schema | str = "default", model: Model | None = None,
+                 on_step: Callable[[ExtractionResult, int, int], None] | None = None,
+                 limit: int | None = None) -> IngestReport:
+    """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new)."""
+    started = time.perf_counter()
+    messages = read_chat(path).messages
+    if not store.has_chat(chat_id):
+        store.create_chat(chat_id, schema if isinstance(schema, Schema) else load_schema(schema))
+    changed = first_changed_floor(store.messages(chat_id), messages)
+    if changed is not None:
+        result = store.rollback(chat_id, changed)
+        rolled_back = changed if result.reverted else None
+    else:
+        rolled_back = None
+    store.set_messages(chat_id, messages)
+    due = due_floors(store, chat_id, settings)
+    if limit is not None:
+        due = due[:limit]
+    report = IngestReport(chat_id, len(messages), len(due), rolled_back_from=rolled_back)
+    extractor = Extractor(store, settings, model=model)
+    for done, (floor, _seq) in enumerate(due, start=1):
+        result = await extractor.extract(chat_id, floor)
+        report.results.append(result)
+        if on_step:
+            on_step(result, done, len(due))
+        if not result.ok:
+            break  # the pointer stays before this floor; a rerun retries it
+    report.seconds = time.perf_counter() - started
+    return report

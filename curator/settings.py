@@ -1,0 +1,102 @@
+"""Settings: model profiles per task and extraction settings, from `<data>/config.yaml`, the environment and
+per-chat overrides. API keys are never part of settings: a profile names the environment variable that
+holds its key."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import CuratorError
+
+CONFIG_FILENAME = "config.yaml"
+Task = Literal["extract", "curate", "recall", "rewrite", "summarize"]
+TASKS: tuple[Task, ...] = ("extract", "curate", "recall", "rewrite", "summarize")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelProfile(_Strict):
+    """One model endpoint. OpenAI-compatible servers (OpenAI, OpenRouter, Ollama, vLLM, llama.cpp, LM Studio)
+    use provider `openai` with their `base_url`; Cohere uses provider `cohere`."""
+
+    provider: Literal["openai", "cohere"] = "openai"
+    model: str
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"  # the variable that holds the key; the key itself is never stored
+    temperature: float | None = Field(default=0.2, ge=0, le=2)
+    max_tokens: int | None = Field(default=2048, ge=1)
+    timeout: float = Field(default=60.0, gt=0)  # seconds per request
+    rpm: int = Field(default=0, ge=0)  # requests per minute, 0 = no limit
+    max_attempts: int = Field(default=4, ge=1, le=20)  # per request, counting the first
+    max_total_seconds: float = Field(default=180.0, gt=0)  # for one request with all its retries
+    output_mode: Literal["tool", "json"] = "tool"  # json: for local servers without tool calling
+
+    def api_key(self) -> str:
+        key = os.environ.get(self.api_key_env, "")
+        if not key and self.base_url is None:
+            raise CuratorError(f"no API key: ${self.api_key_env} is not set",
+                               f"Export {self.api_key_env}=... or point the profile at a local server (base_url).")
+        return key or "not-needed"  # local servers accept any key
+
+
+class ExtractionSettings(_Strict):
+    extract_every: int = Field(default=1, ge=1)  # run every N assistant replies
+    context_turns: int = Field(default=2, ge=0)  # earlier turns shown as context
+    language: str = "auto"  # "auto" = the chat's language
+    output_retries: int = Field(default=2, ge=0)  # invalid output goes back to the model this many times
+    max_known_entities: int = Field(default=200, ge=0)
+
+
+class Settings(_Strict):
+    profiles: dict[str, ModelProfile] = {}
+    tasks: dict[Task, str] = {}  # task -> profile name; a task without one uses "default"
+    extraction: ExtractionSettings = ExtractionSettings()
+
+    def profile_for(self, task: Task) -> ModelProfile:
+        name = self.tasks.get(task, "default")
+        if name not in self.profiles:
+            raise CuratorError(
+                f"no model profile {name!r} for task {task!r}",
+                f"Add `profiles: {{{name}: {{model: ..., base_url: ...}}}}` to {CONFIG_FILENAME} in the data directory, "
+                "or set CURATOR_MODEL (and CURATOR_BASE_URL, CURATOR_API_KEY).")
+        return self.profiles[name]
+
+    def for_chat(self, chat_settings: dict) -> Settings:
+        """These settings with a chat's own extraction overrides applied."""
+        overrides = chat_settings.get("extraction") or {}
+        if not overrides:
+            return self
+        try:
+            merged = ExtractionSettings.model_validate({**self.extraction.model_dump(), **overrides})
+        except ValidationError as exc:
+            raise CuratorError(f"invalid extraction settings for this chat: {exc.errors()[0]['msg']}") from None
+        return self.model_copy(update={"extraction": merged})
+
+
+def load_settings(data_dir: Path) -> Settings:
+    """Settings from `<data_dir>/config.yaml` (optional), then a `default` profile from CURATOR_MODEL /
+    CURATOR_BASE_URL / CURATOR_API_KEY when the file defines none."""
+    path = data_dir / CONFIG_FILENAME
+    data: dict = {}
+    if path.exists():
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise CuratorError(f"{path}: not valid YAML ({exc})") from None
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise CuratorError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    if "default" not in settings.profiles and os.environ.get("CURATOR_MODEL"):
+        profile = ModelProfile(model=os.environ["CURATOR_MODEL"], base_url=os.environ.get("CURATOR_BASE_URL") or None,
+                               api_key_env="CURATOR_API_KEY")
+        settings = settings.model_copy(update={"profiles": {**settings.profiles, "default": profile}})
+    return settings
