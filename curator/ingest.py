@@ -82,15 +82,14 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
         rolled_back = None
     store.set_messages(chat_id, messages)
     due = due_floors(store, chat_id, settings)
-    if limit is not None:
-        due = due[:limit]
     report = IngestReport(chat_id, len(messages), len(due), rolled_back_from=rolled_back)
+    now = due if limit is None else due[:limit]
     extractor = Extractor(store, settings, model=model)
-    for done, (floor, _seq) in enumerate(due, start=1):
+    for done, (floor, _seq) in enumerate(now, start=1):
         result = await extractor.extract(chat_id, floor)
         report.results.append(result)
         if on_step:
-            on_step(result, done, len(due))
+            on_step(result, done, len(now))
         if not result.ok:
             break  # the pointer stays before this floor; a rerun retries it
     report.seconds = time.perf_counter() - started

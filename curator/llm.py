@@ -175,7 +175,8 @@ def _ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | None = None) -> Model:
+def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | None = None,
+                sleep: Sleep = asyncio.sleep) -> Model:
     """The pydantic-ai model for a profile. Only the transport retries; the SDK's own retries are off."""
     if profile.provider == "cohere":
         from pydantic_ai.models.cohere import CohereModel
@@ -188,7 +189,7 @@ def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | No
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    retrying = RetryingTransport(profile.max_attempts, profile.max_total_seconds, wrapped=transport)
+    retrying = RetryingTransport(profile.max_attempts, profile.max_total_seconds, wrapped=transport, sleep=sleep)
     http_client = httpx2.AsyncClient(transport=retrying, timeout=profile.timeout)
     client = AsyncOpenAI(base_url=profile.base_url, api_key=profile.api_key(), max_retries=0,
                          timeout=profile.timeout, http_client=http_client)
