@@ -183,6 +183,11 @@ def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | No
         from pydantic_ai.providers.cohere import CohereProvider
 
         # The Cohere SDK speaks httpx (not httpx2) and keeps its own retry layer; ours stays out of its way.
+        if profile.base_url:
+            from cohere import AsyncClientV2
+
+            client = AsyncClientV2(api_key=profile.api_key(), base_url=profile.base_url, timeout=profile.timeout)
+            return CohereModel(profile.model, provider=CohereProvider(cohere_client=client))
         return CohereModel(profile.model, provider=CohereProvider(api_key=profile.api_key()))
 
     from openai import AsyncOpenAI
@@ -197,7 +202,7 @@ def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | No
 
 
 def model_settings(profile: ModelProfile) -> dict:
-    settings: dict = {"timeout": profile.timeout}
+    settings: dict = {}  # the per-request timeout lives in the client the profile builds
     if profile.temperature is not None:
         settings["temperature"] = profile.temperature
     if profile.max_tokens is not None:
