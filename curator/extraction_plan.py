@@ -167,8 +167,7 @@ class _NumberSource:
         self.next = 1
         if self.template and "{n}" in self.template:
             pattern = re.compile("^" + re.escape(self.template).replace(r"\{n\}", r"(\d+)") + "$")
-            numbers = [int(m.group(1)) for n in graph.nodes(type=spec.name, archived=None)
-                       if (m := pattern.match(n.title))]
+            numbers = [int(m.group(1)) for title in graph.titles(spec.name) if (m := pattern.match(title))]
             self.next = max(numbers, default=0) + 1
 
     def title(self, values: dict[str, str]) -> str:

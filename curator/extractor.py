@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from pydantic_ai import Agent, ModelRetry, PromptedOutput, ToolOutput
+from pydantic_ai import Agent, ModelRetry, PromptedOutput, RunContext, ToolOutput
 from pydantic_ai.models import Model
 
 from prompts import render
@@ -18,6 +18,7 @@ from .extraction_model import output_model
 from .extraction_plan import PlanError, plan_ops
 from .llm import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
 from .messages import Message
+from .queries import GraphView
 from .settings import Settings
 from .store import CommitRecord, Store
 from .usage_log import log_calls, log_extraction
@@ -70,6 +71,7 @@ class Extractor:
         self.store, self.settings = store, settings
         self._model = model
         self._limiter: RateLimiter | None = None
+        self._agents: dict[tuple, tuple[Schema, Agent]] = {}
 
     def _base_model(self) -> Model:
         if self._model is None:
@@ -78,11 +80,12 @@ class Extractor:
             self._limiter = RateLimiter(profile.rpm)
         return self._model
 
-    async def extract(self, chat_id: str, floor: int) -> ExtractionResult:
-        """Extract the reply at `floor` (and any replies since the last extraction, as one step)."""
+    async def extract(self, chat_id: str, floor: int, messages: list[Message] | None = None) -> ExtractionResult:
+        """Extract the reply at `floor` (and any replies since the last extraction, as one step). `messages`
+        saves reading the chat again when the caller has it (they must be the stored messages)."""
         chat = self.store.chat(chat_id)
         settings = self.settings.for_chat(chat.settings)
-        messages = self.store.messages(chat_id)
+        messages = messages if messages is not None else self.store.messages(chat_id)
         floors = assistant_floors(messages)
         if floor not in floors:
             raise CuratorError(f"floor {floor} of chat {chat_id!r} is not an assistant reply with text")
@@ -111,28 +114,52 @@ class Extractor:
     async def _run(self, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
                    focus: list[int], active: list[str], trace: LLMTrace) -> list[dict]:
         model = MeteredModel(self._base_model(), "extract", trace, self._limiter)
-        answer_type = output_model(schema, active)
+        deps = StepDeps(schema, self.store.graph(chat_id), active, anchor=focus[-1], focus_from=focus[0])
+        prompt = user_prompt(self.store, chat_id, schema, settings, messages, focus, active)
+        await self._agent(schema, active, settings).run(prompt, model=model, deps=deps)
+        return deps.planned[-1]
+
+    def _agent(self, schema: Schema, active: list[str], settings: Settings) -> Agent[StepDeps, object]:
+        """One agent per schema, active types and settings: building the output model and the agent costs
+        more than the rest of a step, and they do not change between steps with the same cadence."""
         profile = self.settings.profiles.get(self.settings.tasks.get("extract", "default"))
-        json_mode = profile is not None and profile.output_mode == "json"
-        output = (PromptedOutput(answer_type, name="record_memory") if json_mode
+        key = (id(schema), tuple(active), system_prompt(settings), settings.extraction.output_retries,
+               profile.model_dump_json() if profile else None)
+        cached = self._agents.get(key)
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        answer_type = output_model(schema, active)
+        output = (PromptedOutput(answer_type, name="record_memory") if profile and profile.output_mode == "json"
                   else ToolOutput(answer_type, name="record_memory", description="Record the memory of this step."))
-        agent = Agent(model, output_type=output, system_prompt=system_prompt(settings),
+        agent = Agent(None, output_type=output, deps_type=StepDeps, system_prompt=system_prompt(settings),
                       retries={"output": settings.extraction.output_retries},
                       model_settings=model_settings(profile) if profile else None)
-        graph = self.store.graph(chat_id)
-        planned: list[list[dict]] = []
+        agent.output_validator(_plan_answer)
+        self._agents[key] = (schema, agent)  # keeps `schema` alive, so its id is not reused
+        return agent
 
-        @agent.output_validator
-        def _plan(answer):  # resolution errors go back to the model like schema errors
-            try:
-                ops = plan_ops(schema, graph, answer, active, anchor=focus[-1], focus_from=focus[0])
-            except PlanError as exc:
-                raise ModelRetry(str(exc)) from None
-            planned.append(ops)
-            return answer
 
-        await agent.run(user_prompt(self.store, chat_id, schema, settings, messages, focus, active))
-        return planned[-1]
+@dataclass
+class StepDeps:
+    """What one extraction step's output validator needs; passed to the agent run as typed deps."""
+
+    schema: Schema
+    graph: GraphView
+    active: list[str]
+    anchor: int
+    focus_from: int
+    planned: list[list[dict]] = field(default_factory=list)
+
+
+def _plan_answer(ctx: RunContext[StepDeps], answer):
+    """Turn the answer into ops; an answer that cannot be (a link to an unknown name) goes back to the model."""
+    deps = ctx.deps
+    try:
+        ops = plan_ops(deps.schema, deps.graph, answer, deps.active, anchor=deps.anchor, focus_from=deps.focus_from)
+    except PlanError as exc:
+        raise ModelRetry(str(exc)) from None
+    deps.planned.append(ops)
+    return answer
 
 
 def _reason(exc: BaseException) -> str:

@@ -86,7 +86,7 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
     now = due if limit is None else due[:limit]
     extractor = Extractor(store, settings, model=model)
     for done, (floor, _seq) in enumerate(now, start=1):
-        result = await extractor.extract(chat_id, floor)
+        result = await extractor.extract(chat_id, floor, messages)
         report.results.append(result)
         if on_step:
             on_step(result, done, len(now))

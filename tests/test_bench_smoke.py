@@ -32,8 +32,8 @@ RESULT_KEYS = {
 LATENCY_KEYS = {"p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms"}
 ROLLBACK_ROW_KEYS = {
     "size", "built_commits", "truncated", "build_s", "build_commits_per_s", "rollback_ms", "rollback_ms_runs",
-    "rollback_ms_median", "rollback_ms_min", "ratio_to_smallest", "reverted_per_run", "noop_rollback_ms", "commits_after",
-    "nodes_after", "nodes_expected",
+    "rollback_ms_median", "rollback_ms_min", "ratio_to_smallest", "reverted_per_run", "noop_rollback_ms",
+    "commits_after", "nodes_after", "nodes_expected",
 }
 COUNT_KEYS = {"nodes", "nodes_active", "nodes_archived", "edges"}
 

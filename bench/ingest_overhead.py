@@ -1,0 +1,85 @@
+"""Ingest overhead per reply, model time excluded: a 1,000-floor chat replayed against a fake OpenAI-compatible
+endpoint on loopback that answers at once (one event and a character update per reply).
+
+"step" is the whole extraction step (prompt building, the HTTP round trip, validation, planning, the commit and
+the logs); "model" is the time inside the model request (the loopback round trip, our client and retry layer);
+"overhead" = step - model is what memory-curator itself adds per reply."""
+
+from __future__ import annotations
+
+import json
+
+from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
+
+from curator.messages import Message
+from curator.settings import ModelProfile, Settings
+from curator.testing import FakeOpenAI, completion
+
+NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas Marrow"]
+
+
+def responder(body: dict) -> dict:
+    count = len(body["messages"])
+    name = NAMES[hash(json.dumps(body["messages"][-1])[-40:]) % len(NAMES)]
+    args = {"event": [{"summary": f"Step with {count} messages: {name} acts.", "ref": "e"}],
+            "character_sheet": [{"name": name, "goal": f"goal {count}"}],
+            "links": [{"source": name, "relation": "involved_in", "target": "e"}]}
+    return completion(body, tool_args=args)
+
+
+def chat(floors: int) -> list[Message]:
+    lines = []
+    for i in range(floors // 2):
+        lines.append(Message("user", "Rowan", f"Turn {i}: Rowan asks about the road, the bridge and the toll."))
+        lines.append(Message("assistant", "Eileen", f"Turn {i}: Eileen answers at length. " * 6))
+    return lines
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0], lambda p: p.add_argument("--floors", type=int, default=1000))
+    floors = 100 if args.quick else args.floors
+    steps: list[float] = []
+    model: list[float] = []
+    with FakeOpenAI(responder) as fake, TempMemory() as tmp:
+        memory = tmp.memory
+        memory._settings = Settings(profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
+                                                                      api_key_env="BENCH_UNUSED_KEY")})
+        memory.create_chat("bench", "default")
+        memory.set_messages("bench", chat(floors))
+        path = tmp.path / "chat.jsonl"
+        path.write_text("\n".join(json.dumps({"role": m.role, "name": m.name, "content": m.text})
+                                  for m in memory.store.messages("bench")), encoding="utf-8")
+        last = [now()]
+
+        def on_step(result, done, due):
+            t = now()
+            steps.append(t - last[0])
+            model.append(result.usage.latency_ms / 1000)
+            last[0] = t
+            if done % 100 == 0:
+                progress(f"{done}/{due} replies")
+
+        started = now()
+        report_ = memory.ingest("bench", path, on_step=on_step)
+        total = now() - started
+        stats = memory.graph("bench").stats()
+    overhead = [s - m for s, m in zip(steps, model)]
+    report = {
+        "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(), "floors": floors,
+        "replies": len(steps), "failed": report_.failed is not None, "seconds": round(total, 3),
+        "replies_per_s": round(len(steps) / total, 2),
+        "step": latency_summary(steps), "model": latency_summary(model), "overhead": latency_summary(overhead),
+        "nodes_active": stats["nodes_active"], "edges": stats["edges"], "commits": stats["commits"],
+    }
+
+    def render(r: dict) -> str:
+        rows = [(name, r[name]["p50_ms"], r[name]["p95_ms"], r[name]["max_ms"]) for name in ("step", "model", "overhead")]
+        return (table(["per reply", "p50 ms", "p95 ms", "max ms"], rows)
+                + f"\n{r['replies']} replies of a {r['floors']}-floor chat in {r['seconds']} s = {r['replies_per_s']} replies/s;"
+                + f" graph: {r['nodes_active']} active nodes, {r['edges']} edges, {r['commits']} commits")
+
+    emit(args, report, render)
+
+
+if __name__ == "__main__":
+    main()
