@@ -65,14 +65,17 @@ def main() -> None:
         stats = memory.graph("bench").stats()
     overhead = [s - m for s, m in zip(steps, model)]
     report = {
-        "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(), "floors": floors,
-        "replies": len(steps), "failed": report_.failed is not None, "seconds": round(total, 3),
-        "replies_per_s": round(len(steps) / total, 2),
-        "step": latency_summary(steps), "model": latency_summary(model), "overhead": latency_summary(overhead),
-        "nodes_active": stats["nodes_active"], "edges": stats["edges"], "commits": stats["commits"],
+        "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(), "params": {"floors": floors},
+        "results": {
+            "replies": len(steps), "failed": report_.failed is not None, "seconds": round(total, 3),
+            "replies_per_s": round(len(steps) / total, 2),
+            "step": latency_summary(steps), "model": latency_summary(model), "overhead": latency_summary(overhead),
+            "nodes_active": stats["nodes_active"], "edges": stats["edges"], "commits": stats["commits"],
+        },
     }
 
-    def render(r: dict) -> str:
+    def render(report: dict) -> str:
+        r = {**report["results"], "floors": report["params"]["floors"]}
         rows = [(name, r[name]["p50_ms"], r[name]["p95_ms"], r[name]["max_ms"]) for name in ("step", "model", "overhead")]
         return (table(["per reply", "p50 ms", "p95 ms", "max ms"], rows)
                 + f"\n{r['replies']} replies of a {r['floors']}-floor chat in {r['seconds']} s = {r['replies_per_s']} replies/s;"

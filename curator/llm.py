@@ -133,8 +133,9 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
 class RateLimiter:
     """At most `rpm` requests per minute (0 = unlimited), spaced evenly."""
 
-    def __init__(self, rpm: int):
+    def __init__(self, rpm: int, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
         self.interval = 60.0 / rpm if rpm > 0 else 0.0
+        self.clock, self.sleep = clock, sleep
         self._next = 0.0
         self._lock = asyncio.Lock()
 
@@ -142,9 +143,9 @@ class RateLimiter:
         if not self.interval:
             return
         async with self._lock:
-            now = time.monotonic()
+            now = self.clock()
             if self._next > now:
-                await asyncio.sleep(self._next - now)
+                await self.sleep(self._next - now)
             self._next = max(now, self._next) + self.interval
 
 

@@ -29,6 +29,8 @@ RESULT_KEYS = {
         "import_ops", "source", "imported", "file_nodes", "file_edges", "same_counts", "same_content",
     },
 }
+RESULT_KEYS["ingest_overhead"] = {"replies", "failed", "seconds", "replies_per_s", "step", "model", "overhead",
+                                  "nodes_active", "edges", "commits"}
 LATENCY_KEYS = {"p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms"}
 ROLLBACK_ROW_KEYS = {
     "size", "built_commits", "truncated", "build_s", "build_commits_per_s", "rollback_ms", "rollback_ms_runs",
@@ -76,3 +78,10 @@ def test_export_import_quick():
     assert COUNT_KEYS <= results["imported"].keys()
     for row in results["read_scaling"]:
         assert {"nodes", "edges", "mb", "parse_graph_ms"} <= row.keys()
+
+
+def test_ingest_overhead_quick():
+    results = run_quick("ingest_overhead")["results"]
+    assert results["failed"] is False and results["replies"] == 50 and results["commits"] == 50
+    for part in ("step", "model", "overhead"):
+        assert LATENCY_KEYS <= results[part].keys()

@@ -177,3 +177,28 @@ def test_missing_api_key_is_a_clear_error(monkeypatch):
     from curator import CuratorError
     with pytest.raises(CuratorError, match=r"\$NOPE_KEY is not set"):
         build_model(ModelProfile(model="m", api_key_env="NOPE_KEY"))
+
+
+def test_rate_limiter_spaces_requests():
+    import asyncio
+
+    from curator.llm import RateLimiter
+
+    clock = [100.0]
+    waits = []
+
+    async def sleep(seconds):
+        waits.append(round(seconds, 6))
+        clock[0] += seconds
+
+    async def burst():
+        limiter = RateLimiter(rpm=120, clock=lambda: clock[0], sleep=sleep)
+        for _ in range(4):
+            await limiter.wait()
+        clock[0] += 10  # a pause longer than the interval: no wait after it
+        await limiter.wait()
+        unlimited = RateLimiter(rpm=0, clock=lambda: clock[0], sleep=sleep)
+        await unlimited.wait()
+
+    asyncio.run(burst())
+    assert waits == [0.5, 0.5, 0.5]
