@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Self
 
 try:
     import curator
@@ -131,7 +132,7 @@ class TempMemory:
         self.path = Path(self._tmp.name)
         self.memory = curator.open(self.path)
 
-    def __enter__(self) -> TempMemory:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -13,7 +13,17 @@ from __future__ import annotations
 import random
 
 from _common import (
-    TempMemory, dir_size_mb, emit, environment, latency_summary, ms, now, parse_args, percentile, progress, table,
+    TempMemory,
+    dir_size_mb,
+    emit,
+    environment,
+    latency_summary,
+    ms,
+    now,
+    parse_args,
+    percentile,
+    progress,
+    table,
 )
 
 from curator.ops import parse_ops

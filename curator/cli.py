@@ -7,7 +7,7 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -31,7 +31,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 
 @app.callback()
 def _main(
-    data: Annotated[Optional[Path], typer.Option("--data", help="Data directory (default: $CURATOR_DATA or "
+    data: Annotated[Path | None, typer.Option("--data", help="Data directory (default: $CURATOR_DATA or "
                                                  "~/.local/share/memory-curator).")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
 ) -> None:
@@ -61,7 +61,7 @@ def _memory() -> Memory:
 @app.command()
 @_reported
 def init(
-    chat: Annotated[Optional[str], typer.Option("--chat", "-c", help="Also create this chat.")] = None,
+    chat: Annotated[str | None, typer.Option("--chat", "-c", help="Also create this chat.")] = None,
     schema: Annotated[str, typer.Option(help="Preset name or schema file for the new chat.")] = "default",
     json_: JsonOpt = False,
 ) -> None:
@@ -114,7 +114,7 @@ def show(
 @_reported
 def export(
     chat: ChatOpt,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file (default: stdout).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")] = None,
 ) -> None:
     """Export a chat's graph as memory-curator/graph JSON (no vectors)."""
     with _memory() as memory:
@@ -134,8 +134,8 @@ def import_(
     file: Annotated[Path, typer.Argument(help="A memory-curator/graph JSON file.")],
     chat: ChatOpt,
     mode: Annotated[str, typer.Option(help="restore | bind_latest | bind_floor")] = "restore",
-    floor: Annotated[Optional[int], typer.Option(help="Target floor for bind_floor.")] = None,
-    max_bytes: Annotated[Optional[int], typer.Option("--max-bytes", help="Largest file accepted.")] = None,
+    floor: Annotated[int | None, typer.Option(help="Target floor for bind_floor.")] = None,
+    max_bytes: Annotated[int | None, typer.Option("--max-bytes", help="Largest file accepted.")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Import a graph file into a chat as one commit (restore, bind_latest or bind_floor)."""
@@ -218,7 +218,7 @@ def ingest(
     file: Annotated[Path, typer.Argument(help="A SillyTavern .jsonl chat or a JSONL of {role, name, content}.")],
     chat: ChatOpt,
     schema: Annotated[str, typer.Option(help="Preset or schema file, for a new chat.")] = "default",
-    limit: Annotated[Optional[int], typer.Option(help="Extract at most this many steps now.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Extract at most this many steps now.")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Replay a chat file floor by floor, extracting memory as a live chat would (resumable)."""

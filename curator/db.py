@@ -169,7 +169,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         except StoreError:
             _rollback(conn)
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure of a step must leave the database untouched
             _rollback(conn)
             raise MigrationFailed(f"migration to version {version + 1} failed: {exc}") from None
         version += 1

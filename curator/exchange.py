@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -85,7 +85,7 @@ def export_graph(store: Store, chat_id: str) -> dict:
     return {
         "format": FORMAT,
         "version": VERSION,
-        "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "chat": {"id": chat_id, "floors": len(messages), "latest_assistant_floor": latest_assistant_floor(messages)},
         "schema": chat.schema.to_data(),
         "nodes": [_node_record(n.to_dict()) for n in nodes],

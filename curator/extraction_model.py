@@ -5,7 +5,7 @@ Unknown keys are rejected (never silently dropped), so a model that invents a fi
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -21,11 +21,11 @@ class _Item(BaseModel):
 def item_model(spec: TypeSpec) -> type[BaseModel]:
     """One node of `spec`: required fields required, the rest optional text; plus an optional `ref`."""
     fields: dict = {
-        "ref": (Optional[str], Field(default=None, description="a short handle for linking to this item in `links`")),
+        "ref": (str | None, Field(default=None, description="a short handle for linking to this item in `links`")),
     }
     for f in spec.fields:
         required = f.required or f.name in spec.primary_key
-        annotation = str if required else Optional[str]
+        annotation = str if required else str | None
         fields[f.name] = (annotation, Field(... if required else None, description=f.hint or None))
     return create_model(_class_name(spec.name), __base__=_Item, __doc__=spec.description or None, **fields)
 

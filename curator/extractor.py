@@ -104,7 +104,7 @@ class Extractor:
             result.ok = True
         except (CuratorError, OpError) as exc:
             result.reason = str(exc)
-        except Exception as exc:  # model/HTTP failures: recorded, nothing committed
+        except Exception as exc:  # noqa: BLE001 - model/HTTP failures of any kind: recorded, nothing committed
             result.reason = _reason(exc)
         result.usage = trace.usage()
         log_calls(self.store, chat_id, trace.records)

@@ -7,8 +7,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from datetime import datetime, timezone
 
 import httpx2
 from pydantic_ai.models import Model
@@ -82,8 +82,8 @@ def retry_after_seconds(headers: httpx2.Headers) -> float | None:
         except (TypeError, ValueError):
             return None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 class RetryingTransport(httpx2.AsyncBaseTransport):

@@ -7,7 +7,7 @@ commit log stores them) and an LLM's tool call can be validated into one directl
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -122,7 +122,7 @@ class Compact(_Op):
 
 
 Op = Annotated[
-    Union[CreateNode, UpdateNode, ArchiveNode, DeleteNode, Link, Unlink, Compact], Field(discriminator="op")
+    CreateNode | UpdateNode | ArchiveNode | DeleteNode | Link | Unlink | Compact, Field(discriminator="op")
 ]
 OPS = TypeAdapter(list[Op])
 

@@ -132,7 +132,7 @@ class GraphView:
         for type_, archived, count in self.conn.execute(
                 "SELECT type, archived, COUNT(*) FROM nodes WHERE chat_id=? GROUP BY type, archived", (self.chat_id,)):
             by_type[type_]["archived" if archived else "active"] = count
-        count = lambda sql: self.conn.execute(sql, (self.chat_id,)).fetchone()[0]  # noqa: E731
+        count = lambda sql: self.conn.execute(sql, (self.chat_id,)).fetchone()[0]
         return {
             "nodes_active": sum(v["active"] for v in by_type.values()),
             "nodes_archived": sum(v["archived"] for v in by_type.values()),

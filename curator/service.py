@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
+from typing import Self
 
 from pydantic_ai.models import Model
 
@@ -44,7 +44,7 @@ class Memory:
     def close(self) -> None:
         self.store.close()
 
-    def __enter__(self) -> Memory:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -119,6 +119,6 @@ class Memory:
         return import_graph(self.store, chat_id, graph, schema, mode, floor, source)
 
 
-def open(data_dir: str | Path | None = None) -> Memory:  # noqa: A001 - mirrors the documented API
+def open(data_dir: str | Path | None = None) -> Memory:
     """Open the memory store in `data_dir` (default: $CURATOR_DATA or ~/.local/share/memory-curator)."""
     return Memory(data_dir)

@@ -13,6 +13,7 @@ import json
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 
 Responder = Callable[[dict], "dict | tuple[int, dict, dict | str]"]
 
@@ -55,7 +56,7 @@ class FakeOpenAI:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 fake.requests.append(body)
                 fake.headers.append(dict(self.headers))
@@ -80,7 +81,7 @@ class FakeOpenAI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
-    def __enter__(self) -> FakeOpenAI:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 

@@ -139,8 +139,7 @@ def test_damaged_pages_are_reported(tmp_path):
     data = bytearray(path.read_bytes())
     data[4096 * 3: 4096 * 6] = b"\x17" * (4096 * 3)  # scribble over interior pages
     path.write_bytes(bytes(data))
-    with pytest.raises((StoreCorrupt, curator.StoreError)):
-        with Store(tmp_path) as store:
-            store.graph("c").snapshot()
-            store.commit("c", [{"op": "create_node", "type": "event", "title": "S", "fields": {"summary": "z"}}], 2,
-                         "test")
+    with pytest.raises((StoreCorrupt, curator.StoreError)), Store(tmp_path) as store:
+        store.graph("c").snapshot()
+        store.commit("c", [{"op": "create_node", "type": "event", "title": "S", "fields": {"summary": "z"}}], 2,
+                     "test")

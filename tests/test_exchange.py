@@ -160,7 +160,8 @@ def test_errors_name_the_line_of_the_node(memory, tmp_path):
     with pytest.raises(ImportFileError) as info:
         memory.import_("road", path)
     node_id = data["nodes"][4]["id"]
-    line = next(i for i, text in enumerate(open(path, encoding="utf-8"), 1) if f'"id": "{node_id}"' in text)
+    with open(path, encoding="utf-8") as file:
+        line = next(i for i, text in enumerate(file, 1) if f'"id": "{node_id}"' in text)
     assert f"node '{node_id}' (line {line})" in str(info.value)
 
 

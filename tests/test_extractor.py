@@ -59,9 +59,9 @@ def live(memory):
 
 
 def extract_next(memory, script, count=1):
-    return memory.extract("road", model=script.model)[:count] if count is None else [
-        memory.extract("road", floor=f, model=script.model)[0]
-        for f, _ in due_floors(memory.store, "road", memory.settings)[:count]]
+    """Extract the next `count` due replies, one call each."""
+    due = due_floors(memory.store, "road", memory.settings)[:count]
+    return [memory.extract("road", floor=f, model=script.model)[0] for f, _ in due]
 
 
 def event(summary, **extra):
@@ -202,7 +202,7 @@ def test_a_step_that_stays_invalid_commits_nothing(live):
     assert "Exceeded maximum output retries" in result.reason and "character_sheet.0.mood" in result.reason
     assert result.commit is None and live.graph("road").snapshot() == before
     assert last_extracted_floor(live.store, "road") == -1  # the pointer did not move
-    assert [f for f, _ in due_floors(live.store, "road", live.settings)][0] == 1
+    assert due_floors(live.store, "road", live.settings)[0] == (1, 1)
     data = live.usage("road")
     assert data["failed_steps"][0]["floor"] == 1 and data["failed_steps"][0]["reason"]
     assert data["usage"]["total"]["calls"] == 3  # the first try and two retries, all counted

@@ -99,7 +99,8 @@ def _cli(tmp_path, fake_url, *args):
            "COLUMNS": "200"}
     exe = Path(sys.executable).with_name("curator")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "curator"]
-    return subprocess.run(cmd + ["--data", str(tmp_path), *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(cmd + ["--data", str(tmp_path), *args], capture_output=True, text=True, env=env, timeout=300,
+                          check=False)
 
 
 def test_cli_ingest_against_a_loopback_endpoint(tmp_path):
