@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import ChatFileError
 from .messages import Message
+from .textfile import read_utf8
 
 MAX_CHAT_BYTES = 256 * 1024 * 1024
 
@@ -24,18 +25,7 @@ class ChatFile:
 
 def read_chat(path: str | Path) -> ChatFile:
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ChatFileError(f"{path}: cannot read ({exc.strerror})") from None
-    if len(raw) > MAX_CHAT_BYTES:
-        raise ChatFileError(f"{path}: larger than {MAX_CHAT_BYTES} bytes")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ChatFileError(f"{path}, line {line}: not UTF-8 (byte {exc.start})") from None
-    return parse_chat(text, str(path))
+    return parse_chat(read_utf8(path, MAX_CHAT_BYTES, ChatFileError, "chat file"), str(path))
 
 
 def parse_chat(text: str, source: str = "<chat>") -> ChatFile:

@@ -20,6 +20,7 @@ from .errors import ChatExists, ImportFileError, OpError
 from .messages import latest_assistant_floor
 from .ops import CreateNode, Link, Scope, StoryTime
 from .store import CommitRecord, Store
+from .textfile import read_utf8
 
 FORMAT = "memory-curator/graph"
 VERSION = 1
@@ -106,20 +107,8 @@ def dumps(data: dict) -> str:
 def read_graph_file(path: str | Path, max_bytes: int = MAX_IMPORT_BYTES) -> tuple[GraphFile, Schema, str]:
     """Read and check a graph file; raises ImportFileError naming the line, node or field at fault."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ImportFileError(f"{path}: cannot read ({exc.strerror})") from None
-    if size > max_bytes:
-        raise ImportFileError(f"{path}: {size} bytes is over the import limit of {max_bytes} bytes",
-                              "Raise the limit with --max-bytes if the file is trusted.")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ImportFileError(f"{path}, line {line}: not UTF-8 (byte {exc.start})") from None
-    return parse_graph(text, str(path))
+    return parse_graph(read_utf8(path, max_bytes, ImportFileError, "import",
+                                 "Raise the limit with --max-bytes if the file is trusted."), str(path))
 
 
 def parse_graph(text: str, source: str = "<graph>") -> tuple[GraphFile, Schema, str]:
