@@ -23,6 +23,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="memory-curator: a memory graph for long role-play chats.")
 schema_app = typer.Typer(no_args_is_help=True, help="List, show and validate schemas.")
 app.add_typer(schema_app, name="schema")
+vectors_app = typer.Typer(no_args_is_help=True, help="The vector index: rebuild and status.")
+app.add_typer(vectors_app, name="vectors")
 
 _state = {"data": None, "debug": False}
 ChatOpt = Annotated[str, typer.Option("--chat", "-c", help="Chat id.")]
@@ -115,10 +117,13 @@ def show(
 def export(
     chat: ChatOpt,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="graph (memory-curator/graph) | worldinfo (SillyTavern)")] = "graph",
 ) -> None:
-    """Export a chat's graph as memory-curator/graph JSON (no vectors)."""
+    """Export a chat's graph as memory-curator/graph JSON (no vectors) or as a SillyTavern World Info file."""
+    if fmt not in ("graph", "worldinfo"):
+        raise CuratorError(f"unknown export format {fmt!r}", "Use --format graph or --format worldinfo.")
     with _memory() as memory:
-        text = dumps(memory.export(chat))
+        text = dumps(memory.export(chat) if fmt == "graph" else memory.world_info(chat))
     if output is None:
         sys.stdout.write(text)
         return
@@ -275,6 +280,75 @@ def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
 
 @app.command()
 @_reported
+def recall(
+    chat: ChatOpt,
+    query: Annotated[str, typer.Option("--query", "-q", help="The user's message (or the recent turns).")],
+    mode: Annotated[str | None, typer.Option(help="hybrid (default) | rag")] = None,
+    budget: Annotated[int | None, typer.Option(help="Token budget for both blocks.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Recall the memories for the next generation and show the injection."""
+    if mode not in (None, "hybrid", "rag"):
+        raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid or --mode rag.")
+    with _memory() as memory:
+        options = {"budget_tokens": budget} if budget else {}
+        injection = memory.recall(chat, query, mode=mode, **options)
+    if json_:
+        console.print_json(injection.to_dict())
+    else:
+        console.print_injection(injection)
+
+
+@vectors_app.command("rebuild")
+@_reported
+def vectors_rebuild(
+    chat: ChatOpt,
+    full: Annotated[bool, typer.Option("--full", help="Re-embed every node.")] = False,
+    floors: Annotated[str | None, typer.Option(help="Re-embed the nodes of a floor range, e.g. 10-40.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Re-embed what is missing or stale (a changed embedding profile makes it a full rebuild)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    span = _floor_range(floors) if floors else None
+    with _memory() as memory, Progress(TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(),
+                                       TimeRemainingColumn(), console=console.err, disable=json_) as progress:
+        task = progress.add_task("embed", total=None)
+        report = memory.rebuild_vectors(chat, full=full, floors=span,
+                                        progress=lambda done, total: progress.update(task, completed=done, total=total))
+    if json_:
+        console.print_json(report.to_dict())
+        return
+    console.out.print(f"{chat}: {report.mode} sync: {report.embedded} embedded, {report.updated_metadata} updated, "
+                      f"{report.deleted} deleted, {report.unchanged} unchanged")
+    for node_id, error in report.failed.items():
+        console.out.print(f"[yellow]failed[/] {node_id}: {error}")
+
+
+@vectors_app.command("status")
+@_reported
+def vectors_status(chat: ChatOpt, json_: JsonOpt = False) -> None:
+    """How much of the chat is indexed, and with which embedding profile."""
+    with _memory() as memory:
+        memory.store.chat(chat)
+        data = memory.index.status(chat)
+    if json_:
+        console.print_json(data)
+    else:
+        console.out.print(f"{chat}: {data['indexed']}/{data['nodes']} nodes indexed with {data['profile']} "
+                          f"(configured: {data['current_profile']})")
+
+
+def _floor_range(text: str) -> tuple[int, int]:
+    try:
+        start, _, end = text.partition("-")
+        return int(start), int(end or start)
+    except ValueError:
+        raise CuratorError(f"bad floor range {text!r}", "Write it as A-B, e.g. 10-40.") from None
+
+
+@app.command()
+@_reported
 def demo(json_: JsonOpt = False) -> None:
     """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
     target = _state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
@@ -292,7 +366,16 @@ def demo(json_: JsonOpt = False) -> None:
         console.out.print(f"[bold]memory-curator demo[/]: the example chat ({floors} floors) and its memory, "
                           f"in {target}\n")
         console.print_graph(chat_id, graph, memory.chat(chat_id).schema)
-        console.out.print(f"\nTry: curator --data {target} show --chat {chat_id} --archived")
+        messages = memory.store.messages(chat_id)
+        console.out.print("\n[bold]Recall[/] for a few user turns of the chat (hybrid, no LLM):")
+        for floor in DEMO_TURNS:
+            if floor < len(messages):
+                injection = memory.recall(chat_id, messages[floor].text, user_floor=floor)
+                console.print_injection(injection, title=f"floor {floor}: {messages[floor].text[:90]}")
+        console.out.print(f"\nTry: curator --data {target} recall --chat {chat_id} --query \"what does Eileen owe\"")
+
+
+DEMO_TURNS = (20, 38, 46)
 
 
 def main() -> None:

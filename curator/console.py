@@ -88,6 +88,23 @@ def print_rollback(result: RollbackResult) -> None:
                   + ", ".join(f"#{c.id}" for c in result.dropped))
 
 
+def print_injection(injection, title: str | None = None) -> None:
+    data = injection.to_dict()
+    tokens = data["tokens"]
+    out.print(f"[bold]{title or injection.query}[/]")
+    out.print(f"  {len(injection.persistent)} persistent + {len(injection.recalled)} recalled nodes, "
+              f"{tokens['total']}/{tokens['budget']} tokens ({tokens['tokenizer']}), mode {injection.mode}"
+              + (", reused" if injection.reused else ""))
+    table = Table(show_header=True, box=None, pad_edge=False)
+    for column in ("block", "node", "score", "why"):
+        table.add_column(column, overflow="fold")
+    for chosen in injection.persistent + injection.recalled:
+        if chosen.block == "persistent":
+            continue
+        table.add_row(chosen.block, f"{chosen.node.title} ({chosen.node.type})", f"{chosen.score:.2f}", chosen.reason)
+    out.print(table)
+
+
 def print_schema(schema: Schema) -> None:
     out.print(f"[bold]{schema.name}[/] v{schema.version}: {schema.description}")
     table = Table(show_lines=True)

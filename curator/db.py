@@ -66,10 +66,20 @@ _V2 = [
     "CREATE INDEX extraction_log_by_chat ON extraction_log (chat_id, floor)",
 ]
 
+# Version 3: the vector index's bookkeeping (derived state: which profile, which content each vector holds), and a
+# graph version per chat that every commit and rollback bumps (the key of recall caches).
+_V3 = [
+    """CREATE TABLE vector_state (chat_id TEXT PRIMARY KEY, profile TEXT NOT NULL, updated_at TEXT NOT NULL)""",
+    """CREATE TABLE vector_hashes (
+        chat_id TEXT NOT NULL, node_id TEXT NOT NULL, content_hash TEXT NOT NULL, meta_hash TEXT NOT NULL,
+        PRIMARY KEY (chat_id, node_id)) WITHOUT ROWID""",
+    "ALTER TABLE chats ADD COLUMN graph_version INTEGER NOT NULL DEFAULT 0",
+]
+
 Migration = Callable[[sqlite3.Connection], None] | list[str]
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1, _V2]
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3]
 
 
 def latest_version() -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from pathlib import Path
 from typing import Self
 
@@ -22,6 +23,11 @@ from .settings import Settings, load_settings
 from .store import Chat, CommitRecord, RollbackResult, Store
 from .usage_log import extraction_failures, usage_totals
 
+if TYPE_CHECKING:
+    from .injection import Injection
+    from .recall import Recaller
+    from .vectors import SyncReport, VectorIndex
+
 
 class Memory:
     """Memory for every chat under one data directory."""
@@ -29,6 +35,8 @@ class Memory:
     def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None):
         self.store = Store(resolve_data_dir(data_dir))
         self._settings = settings
+        self._index: VectorIndex | None = None
+        self._recaller: Recaller | None = None
 
     @property
     def settings(self) -> Settings:
@@ -107,6 +115,44 @@ class Memory:
         """LLM calls, tokens and latency of a chat, per task and in all, and the failed extraction steps."""
         self.store.chat(chat_id)
         return {"usage": usage_totals(self.store, chat_id), "failed_steps": extraction_failures(self.store, chat_id)}
+
+    # vectors and recall
+    @property
+    def index(self) -> VectorIndex:
+        """The vector index (opened on first use). While it is open, every commit and rollback is followed by
+        an incremental sync; recall also syncs first when the graph changed, so the index is never read stale."""
+        if self._index is None:
+            from .vectors import VectorIndex
+
+            self._index = VectorIndex(self.store, self.settings.embedding, self.settings.vectors_url)
+            self.store.on_change.append(lambda chat_id: self._index.sync(chat_id))
+        return self._index
+
+    def rebuild_vectors(self, chat_id: str, full: bool = False, floors: tuple[int, int] | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """Re-embed what is missing or stale (`full`: everything; `floors`: the nodes of a floor range)."""
+        self.store.chat(chat_id)
+        return self.index.sync(chat_id, full=full, floors=floors, progress=progress)
+
+    def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
+               **options) -> Injection:
+        """The injection for the next generation: persistent and recalled memory within the token budget.
+        Give `user_floor` (the floor of the user message being answered) to reuse the result on a swipe."""
+        if self._recaller is None:
+            from .recall import Recaller
+
+            self._recaller = Recaller(self.store, self.settings, self.index)
+        opts = self.settings.recall.model_copy(update=options) if options else None
+        return self._recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=opts)
+
+    def world_info(self, chat_id: str) -> dict:
+        """The chat's memory as a SillyTavern World Info (lorebook) file."""
+        from .worldinfo import export_world_info
+
+        chat = self.store.chat(chat_id)
+        latest = max((n.floor_to for n in self.store.graph(chat_id).nodes(archived=None)), default=0)
+        messages = self.store.messages(chat_id)
+        return export_world_info(self.store.graph(chat_id), chat.schema, max(latest, len(messages) - 1))
 
     # import / export
     def export(self, chat_id: str) -> dict:

@@ -11,6 +11,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .embeddings import EmbeddingProfile
 from .errors import CuratorError
 
 CONFIG_FILENAME = "config.yaml"
@@ -54,10 +55,38 @@ class ExtractionSettings(_Strict):
     max_known_entities: int = Field(default=200, ge=0)
 
 
+class RerankProfile(_Strict):
+    """A cross-encoder rerank service: Cohere's rerank API, or a TEI/Jina-style HTTP endpoint."""
+
+    provider: Literal["cohere", "http"] = "cohere"
+    model: str = "rerank-v3.5"
+    url: str | None = None  # for provider http: POST {query, texts} -> [{index, score}]
+    api_key_env: str = "CO_API_KEY"
+    timeout: float = Field(default=20.0, gt=0)
+
+
+class RecallSettings(_Strict):
+    mode: Literal["hybrid", "rag", "llm"] = "hybrid"
+    top_k: int = Field(default=20, ge=1, le=500)  # vector candidates
+    max_results: int = Field(default=15, ge=1, le=200)  # nodes in the recalled block at most
+    budget_tokens: int = Field(default=1500, ge=50)  # both blocks together
+    exclude_recent_floors: int = Field(default=0, ge=0)  # leave out what the model still sees verbatim
+    expand: bool = True  # one-hop graph expansion in hybrid mode
+    rewrite: bool = False  # rag: one LLM call turns the recent turns into a search sentence
+    rerank: RerankProfile | None = None  # rag: cross-encoder rerank, falling back to vector order
+    llm_rerank: bool = False  # hybrid: the LLM picks at most 8 of the best 30; falls back on any failure
+    position: str = "at_depth"
+    depth: int = 9999
+    role: Literal["system", "user", "assistant"] = "system"
+
+
 class Settings(_Strict):
     profiles: dict[str, ModelProfile] = {}
     tasks: dict[Task, str] = {}  # task -> profile name; a task without one uses "default"
     extraction: ExtractionSettings = ExtractionSettings()
+    recall: RecallSettings = RecallSettings()
+    embedding: EmbeddingProfile = EmbeddingProfile()
+    vectors_url: str | None = None  # a Chroma server (http://host:port); default: embedded, under the data dir
 
     def profile_for(self, task: Task) -> ModelProfile:
         name = self.tasks.get(task, "default")

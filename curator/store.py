@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -77,6 +77,19 @@ class Store:
         self.data_dir = Path(data_dir).expanduser()
         self.conn = connect(self.data_dir, busy_timeout_ms)
         self._lock = threading.RLock()
+        # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
+        self.on_change: list[Callable[[str], None]] = []
+
+    def _changed(self, chat_id: str) -> None:
+        for callback in self.on_change:
+            callback(chat_id)
+
+    def graph_version(self, chat_id: str) -> int:
+        """A number that changes with every commit, rollback or rebuild of the chat's graph."""
+        row = self.conn.execute("SELECT graph_version FROM chats WHERE id=?", (chat_id,)).fetchone()
+        if row is None:
+            raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
+        return row[0]
 
     def close(self) -> None:
         self.conn.close()
@@ -141,7 +154,8 @@ class Store:
             self.chat(chat_id)
             for table, column in (("chats", "id"), ("messages", "chat_id"), ("commits", "chat_id"),
                                   ("nodes", "chat_id"), ("node_names", "chat_id"), ("edges", "chat_id"),
-                                  ("llm_calls", "chat_id"), ("extraction_log", "chat_id")):
+                                  ("llm_calls", "chat_id"), ("extraction_log", "chat_id"),
+                                  ("vector_state", "chat_id"), ("vector_hashes", "chat_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
 
     # ---- messages -----------------------------------------------------------------------------
@@ -183,7 +197,10 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (chat_id, anchor_floor, origin, at, _dumps(done), _dumps(applier.undo_record()), note),
             )
-            return CommitRecord(cursor.lastrowid, chat_id, anchor_floor, origin, at, done, note)
+            _bump_version(conn, chat_id)
+            record = CommitRecord(cursor.lastrowid, chat_id, anchor_floor, origin, at, done, note)
+        self._changed(chat_id)
+        return record
 
     def commits(self, chat_id: str, since_floor: int | None = None) -> list[CommitRecord]:
         sql = "SELECT * FROM commits WHERE chat_id=?" + (" AND anchor_floor >= ?" if since_floor is not None else "")
@@ -214,6 +231,8 @@ class Store:
             for row in reversed(suffix):
                 if row["anchor_floor"] < floor:
                     self._replay(conn, schema, row, result)
+            _bump_version(conn, chat_id)
+        self._changed(chat_id)
         return result
 
     def _replay(self, conn: sqlite3.Connection, schema: Schema, row: sqlite3.Row, result: RollbackResult) -> None:
@@ -246,6 +265,8 @@ class Store:
                 applier = Applier(conn, chat_id, schema, row["anchor_floor"], row["at"])
                 applier.apply(_parse(json.loads(row["ops_json"])))
                 conn.execute("UPDATE commits SET undo_json=? WHERE id=?", (_dumps(applier.undo_record()), row["id"]))
+            _bump_version(conn, chat_id)
+        self._changed(chat_id)
         return len(rows)
 
     # ---- reads --------------------------------------------------------------------------------
@@ -270,6 +291,10 @@ def _parse(ops: list) -> list:
 
 
 _OP_TAGS = {"create_node", "update_node", "archive_node", "delete_node", "link", "unlink", "compact"}
+
+
+def _bump_version(conn: sqlite3.Connection, chat_id: str) -> None:
+    conn.execute("UPDATE chats SET graph_version = graph_version + 1 WHERE id=?", (chat_id,))
 
 
 def _record(row: sqlite3.Row) -> CommitRecord:
