@@ -45,8 +45,9 @@ class Recaller:
     """Recall for the chats of one store. Keeps small caches keyed by graph version, so a swipe or regenerate of
     the same floor gets the same injection again with no embedding or LLM call."""
 
-    def __init__(self, store: Store, settings: Settings, index: VectorIndex | None):
+    def __init__(self, store: Store, settings: Settings, index: VectorIndex | None, model=None):
         self.store, self.settings, self.index = store, settings, index
+        self.model = model  # replaces the `recall` profile's model for LLM stages (tests, scripted runs)
         self._lexical: OrderedDict[tuple[str, int], tuple[list[str], BM25]] = OrderedDict()
         self._results: OrderedDict[tuple, Injection] = OrderedDict()
         self._synced: dict[str, int] = {}
@@ -74,6 +75,11 @@ class Recaller:
             chosen = self._rag(chat_id, query, pool, opts, injection)
         else:
             chosen = self._hybrid(chat_id, version, graph, query, pool, opts)
+            if opts.llm_rerank and chosen:
+                from .llm_rerank import llm_rerank
+
+                chosen = llm_rerank(self.settings, query, chosen, pool.documents, injection.usage,
+                                    self.model) or chosen
         persistent = [Chosen(n, 1.0, "always injected") for n in kept]
         pack(injection, chat.schema, persistent, chosen)
         self._touch(chat_id, [c.node.id for c in injection.recalled])
@@ -115,8 +121,9 @@ class Recaller:
         lexical = self._lexical_scores(chat_id, version, graph, query)
         dense = self._dense_scores(chat_id, query, max(opts.top_k, 50))
         fused = fuse(dense, lexical, set(pool.documents))
-        chosen = _lift_leaves(fused, pool, opts.max_results, lexical, dense)
-        if opts.expand:
+        limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
+        chosen = _lift_leaves(fused, pool, limit, lexical, dense)
+        if opts.expand and not opts.llm_rerank:
             chosen = _expand(graph, chosen, pool, opts.max_results)
         return chosen
 

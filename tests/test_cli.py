@@ -104,3 +104,23 @@ def test_corrupt_database_error(tmp_path):
 def test_usage_errors_exit_non_zero(tmp_path):
     proc = run("rollback", "--chat", "x", data=tmp_path, check=False)
     assert proc.returncode == 2 and "--floor" in proc.stderr
+
+
+def test_recall_vectors_and_world_info(tmp_path):
+    run("import", EXAMPLE, "--chat", "road", data=tmp_path)
+    status = json.loads(run("vectors", "status", "--chat", "road", "--json", data=tmp_path).stdout)
+    assert status["indexed"] == 0 and status["nodes"] == 27
+    rebuilt = json.loads(run("vectors", "rebuild", "--chat", "road", "--json", data=tmp_path).stdout)
+    assert rebuilt["embedded"] == 27 and rebuilt["failed"] == {}
+    assert json.loads(run("vectors", "rebuild", "--chat", "road", "--floors", "0-11", "--json",
+                          data=tmp_path).stdout)["embedded"] > 0
+    injection = json.loads(run("recall", "--chat", "road", "--query", "Who is the Grey Hand?", "--json",
+                               data=tmp_path).stdout)
+    assert injection["blocks"]["recalled"][0]["id"] == "n_grey_hand"
+    assert injection["tokens"]["total"] <= 1500
+    text = run("recall", "--chat", "road", "-q", "the toll at the bridge", "--mode", "rag", data=tmp_path).stdout
+    assert "mode rag" in text
+    book = json.loads(run("export", "--chat", "road", "--format", "worldinfo", data=tmp_path).stdout)
+    assert len(book["entries"]) == 18
+    proc = run("recall", "--chat", "road", "-q", "x", "--mode", "psychic", data=tmp_path, check=False)
+    assert proc.returncode == 1 and "unknown recall mode" in proc.stderr

@@ -175,3 +175,32 @@ def test_world_info_export(memory, road):
 def test_settings_validate_recall_options():
     with pytest.raises(ValueError):
         RecallSettings(budget_tokens=10)
+
+
+def test_llm_rerank_stage_and_its_fallback(memory, road):
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from curator.recall import Recaller
+
+    def picks(ids):
+        def answer(messages, info):
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"ids": ids})])
+        return FunctionModel(answer)
+
+    opts = memory.settings.recall.model_copy(update={"llm_rerank": True})
+    recaller = Recaller(memory.store, memory.settings, memory.index, model=picks(["n_mira", "n_bogus", "n_bridge"]))
+    injection = recaller.recall(road, "Mira and the bridge", options=opts)
+    assert ids(injection.recalled) == ["n_mira", "n_bridge"]  # the unknown id is dropped
+    assert injection.usage.calls == 1 and "picked by the model" in injection.recalled[0].reason
+
+    def broken(messages, info):
+        raise RuntimeError("no model today")
+
+    failing = Recaller(memory.store, memory.settings, memory.index, model=FunctionModel(broken))
+    fallback = failing.recall(road, "Mira and the bridge", options=opts)
+    plain = Recaller(memory.store, memory.settings, memory.index).recall(
+        road, "Mira and the bridge", options=opts.model_copy(update={"llm_rerank": False, "expand": False,
+                                                                     "max_results": 30}))
+    assert ids(fallback.recalled) == ids(plain.recalled)[:len(fallback.recalled)] and fallback.recalled
+    assert fallback.usage.failed_calls == 1  # the failed call is still counted
