@@ -51,6 +51,7 @@ class Recaller:
         self._lexical: OrderedDict[tuple[str, int], tuple[list[str], BM25]] = OrderedDict()
         self._results: OrderedDict[tuple, Injection] = OrderedDict()
         self._synced: dict[str, int] = {}
+        self._pools: OrderedDict[tuple, tuple[list[Node], _Pool]] = OrderedDict()
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
                options: RecallSettings | None = None) -> Injection:
@@ -66,8 +67,13 @@ class Recaller:
         chat = self.store.chat(chat_id)
         graph = self.store.graph(chat_id)
         latest = self._latest_floor(chat_id)
-        kept, _over_caps = persistent_nodes(graph, chat.schema, latest)  # those over the caps stay in the pool
-        pool = self._pool(graph, chat.schema, kept, latest, opts)
+        pool_key = (chat_id, version, latest, opts.exclude_recent_floors)
+        if pool_key not in self._pools:
+            kept, _over_caps = persistent_nodes(graph, chat.schema, latest)  # those over the caps stay in the pool
+            self._pools[pool_key] = (kept, self._pool(graph, chat.schema, kept, latest, opts))
+            while len(self._pools) > 8:
+                self._pools.popitem(last=False)
+        kept, pool = self._pools[pool_key]
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)

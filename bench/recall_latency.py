@@ -1,0 +1,142 @@
+"""Recall latency at 1k, 10k and 100k nodes in one chat, and across 100 chats, next to a bare Chroma query of the
+same collection in the same run (our overhead as a ratio); plus index build throughput with the local embedders.
+
+The big graphs get random unit vectors written straight into Chroma (with the hashes the index keeps), so the
+run measures recall, not hours of embedding; the query itself is embedded for real by the default embedder.
+"hybrid" is the full default recall (pool, BM25, vector query, fusion, leaf lifting, expansion, packing);
+"bare" is embedding the query plus `collection.query(n_results=20)`."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
+
+from curator.embeddings import EmbeddingProfile, make_embedder
+from curator.vectors import _digest, _metadata, node_document
+
+NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas", "Tamsin", "Oskar", "Liane", "Hedda", "Corin"]
+PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks", "the temple", "the market"]
+VERBS = ["paid", "owed", "healed", "fought", "met", "followed", "betrayed", "thanked", "warned", "carried"]
+OBJECTS = ["a salve", "a silver compass", "a sealed letter", "three crowns", "a lantern", "a map", "a debt"]
+
+
+def sentence(rng: random.Random, i: int) -> str:
+    return (f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(NAMES)} at {rng.choice(PLACES)} "
+            f"and left {rng.choice(OBJECTS)} (scene {i}).")
+
+
+def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> float:
+    """`size` nodes (people, places, events; a fifth of the events folded into summaries), indexed with
+    random vectors. Returns the seconds it took."""
+    started = now()
+    memory.create_chat(chat, "default")
+    ops, floor = [], 0
+    for i in range(size):
+        if i % 10 == 0:
+            ops.append({"op": "create_node", "id": f"c{i}", "type": "character_sheet",
+                        "fields": {"name": f"{rng.choice(NAMES)} {i}", "goal": sentence(rng, i)}})
+        elif i % 10 == 1:
+            ops.append({"op": "create_node", "id": f"l{i}", "type": "location_state",
+                        "fields": {"name": f"{rng.choice(PLACES)} {i}", "danger": sentence(rng, i)}})
+        else:
+            ops.append({"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i}",
+                        "fields": {"summary": sentence(rng, i)}, "floor_from": i, "floor_to": i})
+        if len(ops) == 1000:
+            memory.commit(chat, ops, floor, "test")
+            floor += 1
+            ops = []
+    if ops:
+        memory.commit(chat, ops, floor, "test")
+    index = memory.index
+    schema = memory.chat(chat).schema
+    nodes = memory.graph(chat).nodes(archived=None)
+    collection = index._collection(chat)
+    hashes = {}
+    for start in range(0, len(nodes), 5000):
+        batch = nodes[start:start + 5000]
+        vectors = np.random.default_rng(start).normal(size=(len(batch), dim)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        documents = [node_document(n, schema) for n in batch]
+        collection.upsert(ids=[n.id for n in batch], embeddings=list(vectors), documents=documents,
+                          metadatas=[_metadata(n) for n in batch])
+        for node, document in zip(batch, documents):
+            hashes[node.id] = (_digest(index.profile.key, document), _digest(*_metadata(node).values()))
+    index._save_state(chat, hashes)
+    return now() - started
+
+
+def time_queries(memory, chats: list[str], queries: list[str], rng: random.Random) -> dict:
+    embedder = memory.index.function.embedder
+    ours, bare = [], []
+    for chat in chats:  # warm: the first recall of a graph version builds its pool and BM25 index
+        memory.recall(chat, queries[0])
+    for query in queries:
+        chat = rng.choice(chats)
+        started = now()
+        memory.recall(chat, query)
+        ours.append(now() - started)
+        started = now()
+        vector = embedder.embed_queries([query])[0]
+        memory.index._collection(chat).query(query_embeddings=[vector], n_results=20, include=["distances"])
+        bare.append(now() - started)
+    mine, theirs = latency_summary(ours), latency_summary(bare)
+    return {"hybrid": mine, "bare_chroma": theirs, "ratio_p50": round(mine["p50_ms"] / theirs["p50_ms"], 2),
+            "ratio_p95": round(mine["p95_ms"] / theirs["p95_ms"], 2)}
+
+
+def build_throughput(quick: bool) -> dict:
+    rng = random.Random(7)
+    texts = [sentence(rng, i) for i in range(100 if quick else 1000)]
+    out = {}
+    for model in ("e5-small-q4", "use-m3"):
+        embedder = make_embedder(EmbeddingProfile(model=model))
+        embedder.embed_queries(["warm up"])
+        started = now()
+        for start in range(0, len(texts), 64):
+            embedder._documents(texts[start:start + 64])  # uncached, to time the model itself
+        out[model] = round(len(texts) / (now() - started), 1)
+    return out
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0])
+    sizes = [300, 1000] if args.quick else [1000, 10000, 100000]
+    spread = (10, 100) if args.quick else (100, 1000)  # chats, nodes per chat
+    rng = random.Random(args.seed)
+    queries = [f"What did {rng.choice(NAMES)} {rng.choice(VERBS)} at {rng.choice(PLACES)}?"
+               for _ in range(20 if args.quick else 50)]
+    rows = []
+    with TempMemory() as tmp:
+        memory = tmp.memory
+        dim = memory.index.function.embedder.embed_queries(["x"]).shape[1]
+        for size in sizes:
+            progress(f"building a chat of {size} nodes")
+            seconds = build_chat(memory, f"one-{size}", size, rng, dim)
+            rows.append({"case": f"1 chat x {size:,} nodes", "nodes": size, "build_s": round(seconds, 2),
+                         **time_queries(memory, [f"one-{size}"], queries, rng)})
+        chats, per_chat = spread
+        progress(f"building {chats} chats of {per_chat} nodes")
+        started = now()
+        names = [f"many-{i}" for i in range(chats)]
+        for name in names:
+            build_chat(memory, name, per_chat, rng, dim)
+        rows.append({"case": f"{chats} chats x {per_chat:,} nodes", "nodes": chats * per_chat,
+                     "build_s": round(now() - started, 2), **time_queries(memory, names, queries, rng)})
+    report = {"benchmark": "recall_latency", "quick": args.quick, "env": environment(),
+              "params": {"sizes": sizes, "chats": spread[0], "nodes_per_chat": spread[1], "queries": len(queries)},
+              "results": {"cases": rows, "index_build_nodes_per_s": build_throughput(args.quick)}}
+
+    def render(r: dict) -> str:
+        lines = [(c["case"], c["hybrid"]["p50_ms"], c["hybrid"]["p95_ms"], c["bare_chroma"]["p50_ms"],
+                  c["bare_chroma"]["p95_ms"], c["ratio_p50"], c["ratio_p95"]) for c in r["results"]["cases"]]
+        build = ", ".join(f"{k} {v} nodes/s" for k, v in r["results"]["index_build_nodes_per_s"].items())
+        return (table(["case", "recall p50 ms", "p95 ms", "bare chroma p50", "p95", "ratio p50", "ratio p95"], lines)
+                + f"\nindex build throughput (embedding short scene sentences): {build}")
+
+    emit(args, report, render)
+
+
+if __name__ == "__main__":
+    main()
