@@ -21,8 +21,14 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.jso
 TUNE, HELD_OUT = ("conv-26", "conv-41", "conv-43"), ("conv-47", "conv-49")
 SCHEMA = """
 name: locomo
-relations: [{name: related}, {name: follows}]
+relations: [{name: related}, {name: follows}, {name: involved_in}]
 types:
+  person:
+    identity: entity
+    primary_key: [name]
+    title_field: name
+    fields:
+      - {name: name, required: true, embedded: true}
   observation:
     identity: event
     bucket: episodic
@@ -93,6 +99,11 @@ def main() -> None:
                     "fields": {"text": item["text"], "speaker": item["speaker"], "date": item["date"],
                                "dia_ids": ",".join(item["dia_ids"])}, "floor_from": i, "floor_to": i}
                    for i, item in enumerate(items)]
+            speakers = sorted({item["speaker"] for item in items})
+            ops += [{"op": "create_node", "id": f"p{n}", "type": "person", "fields": {"name": s}}
+                    for n, s in enumerate(speakers)]
+            ops += [{"op": "link", "source": f"p{speakers.index(item['speaker'])}", "target": f"o{i}",
+                     "relation": "involved_in"} for i, item in enumerate(items)]  # as the extractor links characters
             if args.link_sessions:
                 ops += [{"op": "link", "source": f"o{i}", "target": f"o{i + 1}", "relation": "follows", "strength": 0.2}
                         for i in range(len(items) - 1) if items[i]["session"] == items[i + 1]["session"]]
@@ -102,6 +113,7 @@ def main() -> None:
             memory.rebuild_vectors(name)
             index_s = now() - started
             covers = {f"o{i}": item["dia_ids"] for i, item in enumerate(items)}
+            covers.update({f"p{n}": [] for n in range(len(speakers))})
             bm25 = BM25([item["text"] for item in items])
             collection = memory.index._collection(name)
             embedder = memory.index.function.embedder

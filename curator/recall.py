@@ -12,13 +12,15 @@ it matches the query better than the summary does (the query needs its detail).
 from __future__ import annotations
 
 import hashlib
+import itertools
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from schemas import Schema
 
-from .graph import Node
+from .graph import Node, normalize_name
 from .injection import Chosen, Injection, pack, persistent_nodes
 from .lexical import BM25
 from .llm import Usage
@@ -28,7 +30,11 @@ from .settings import RecallSettings, Settings
 from .store import Store, utc_now
 from .vectors import VectorIndex, node_document
 
-DENSE_WEIGHT, LEXICAL_WEIGHT = 0.65, 0.35
+DENSE_WEIGHT, LEXICAL_WEIGHT = 1.0, 0.3  # on z-scores
+DENSE_POOL = 200  # vector candidates scored per query
+MENTION_BONUS = 1.0  # for nodes linked to an entity the query names
+DETAIL_MARGIN = 0.5  # a folded leaf comes back if it scores at least its summary's score minus this
+NEIGHBOUR_SHARE = 0.3  # of the best score among a node's neighbours (linked, or the same type's previous/next)
 
 
 @dataclass
@@ -48,7 +54,7 @@ class Recaller:
     def __init__(self, store: Store, settings: Settings, index: VectorIndex | None, model=None):
         self.store, self.settings, self.index = store, settings, index
         self.model = model  # replaces the `recall` profile's model for LLM stages (tests, scripted runs)
-        self._lexical: OrderedDict[tuple[str, int], tuple[list[str], BM25]] = OrderedDict()
+        self._lexical: OrderedDict[tuple, object] = OrderedDict()  # BM25 indexes and link maps per graph version
         self._results: OrderedDict[tuple, Injection] = OrderedDict()
         self._synced: dict[str, int] = {}
         self._pools: OrderedDict[tuple, tuple[list[Node], _Pool]] = OrderedDict()
@@ -125,8 +131,11 @@ class Recaller:
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: _Pool,
                 opts: RecallSettings) -> list[Chosen]:
         lexical = self._lexical_scores(chat_id, version, graph, query)
-        dense = self._dense_scores(chat_id, query, max(opts.top_k, 50))
+        dense = self._dense_scores(chat_id, query, max(opts.top_k, DENSE_POOL))
         fused = fuse(dense, lexical, set(pool.documents))
+        context, adjacent = self._links(chat_id, version, graph, pool)
+        fused = _mention_boost(fused, self._mentioned(chat_id, query), adjacent, pool)
+        fused = _propagate(fused, context, pool)
         limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
         chosen = _lift_leaves(fused, pool, limit, lexical, dense)
         if opts.expand and not opts.llm_rerank:
@@ -144,6 +153,49 @@ class Recaller:
                 self._lexical.popitem(last=False)
         ids, bm25 = self._lexical[key]
         return {ids[i]: s for i, s in bm25.scores(query).items()}
+
+    def _links(self, chat_id: str, version: int, graph: GraphView,
+               pool: _Pool) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """Two neighbour maps, cached per graph version: the context of each event-type node (linked events, and
+        the previous and next node of its type and level in story order), and every node's linked nodes."""
+        key = ("links", chat_id, version)
+        if key not in self._lexical:
+            nodes = graph.nodes(archived=None)
+            types = {n.id: n.type for n in nodes}
+            links: dict[str, set[str]] = {}
+            adjacent: dict[str, set[str]] = {}
+            for edge in graph.edges():
+                adjacent.setdefault(edge.source, set()).add(edge.target)
+                adjacent.setdefault(edge.target, set()).add(edge.source)
+                if types.get(edge.source) in pool.event_types and types.get(edge.target) in pool.event_types:
+                    links.setdefault(edge.source, set()).add(edge.target)
+                    links.setdefault(edge.target, set()).add(edge.source)
+            chains: dict[tuple, list[Node]] = {}
+            for node in nodes:
+                if node.type in pool.event_types:
+                    chains.setdefault((node.type, node.level), []).append(node)
+            for chain in chains.values():
+                chain.sort(key=lambda n: (n.floor_from, n.floor_to, n.created_at))
+                for a, b in itertools.pairwise(chain):
+                    links.setdefault(a.id, set()).add(b.id)
+                    links.setdefault(b.id, set()).add(a.id)
+            self._lexical[key] = (links, adjacent)
+        return self._lexical[key]
+
+    def _mentioned(self, chat_id: str, query: str) -> set[str]:
+        """Entities (non-event nodes) whose name or alias appears in the query, as 1-3 word spans."""
+        words = [w for w in normalize_name(re.sub(r"[^\w\s'-]", " ", query)).split() if w]
+        spans = {" ".join(words[i:i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
+        spans |= {s[:-2] for s in spans if s.endswith("'s")}
+        if not spans:
+            return set()
+        rows = self.store.conn.execute(
+            f"SELECT DISTINCT nn.node_id FROM node_names nn JOIN nodes n ON n.chat_id = nn.chat_id AND n.id = nn.node_id "
+            f"WHERE nn.chat_id=? AND n.archived=0 AND nn.name IN ({', '.join('?' * len(spans))})",
+            (chat_id, *spans)).fetchall()
+        schema = self.store.chat(chat_id).schema
+        events = {name for name, spec in schema.types.items() if spec.identity == "event"}
+        return {r[0] for r in rows if (node := self.store.graph(chat_id).get(r[0])) and node.type not in events}
 
     def _dense_scores(self, chat_id: str, query: str, k: int) -> dict[str, float]:
         if self.index is None:
@@ -183,17 +235,57 @@ class Recaller:
 
 
 def fuse(dense: dict[str, float], lexical: dict[str, float], allowed: set[str]) -> dict[str, float]:
-    """Weighted sum of min-max normalized scores (a node missing from a list scores 0 there)."""
-    def normalized(scores: dict[str, float]) -> dict[str, float]:
-        scores = {k: v for k, v in scores.items() if k in allowed}
-        if not scores:
-            return {}
-        low, high = min(scores.values()), max(scores.values())
-        span = high - low
-        return {k: (v - low) / span if span > 0 else 1.0 for k, v in scores.items()}
+    """Weighted sum of z-scores over the candidates (the union of both lists): a node the vector search did not
+    return counts as its lowest similarity, one that shares no word as BM25 0."""
+    candidates = [k for k in set(dense) | set(lexical) if k in allowed]
+    if not candidates:
+        return {}
+    floor = min((v for k, v in dense.items() if k in allowed), default=0.0)
+    total = {k: 0.0 for k in candidates}
+    for weight, scores, missing in ((DENSE_WEIGHT, dense, floor), (LEXICAL_WEIGHT, lexical, 0.0)):
+        values = [scores.get(k, missing) for k in candidates]
+        mean = sum(values) / len(values)
+        std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+        if std > 0:
+            for k, v in zip(candidates, values):
+                total[k] += weight * (v - mean) / std
+    return total
 
-    d, lx = normalized(dense), normalized(lexical)
-    return {k: DENSE_WEIGHT * d.get(k, 0.0) + LEXICAL_WEIGHT * lx.get(k, 0.0) for k in set(d) | set(lx)}
+
+def _mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[str, set[str]],
+                   pool: _Pool) -> dict[str, float]:
+    """Nodes the query names, and nodes linked to them, move up: a question about Mira is about Mira's events.
+    Leaves folded into a linked summary count as linked too (compaction moved their edges up to it)."""
+    if not mentioned or not scores:
+        return scores
+    folded: dict[str, list[str]] = {}
+    for leaf, ancestor in pool.leaves.items():
+        folded.setdefault(ancestor, []).append(leaf)
+    targets = set()
+    for entity in mentioned:
+        for node_id in {entity, *links.get(entity, ())}:
+            targets.add(node_id)
+            targets.update(folded.get(node_id, ()))
+    boosted = dict(scores)
+    floor = min(scores.values())
+    for node_id in targets:
+        boosted[node_id] = boosted.get(node_id, floor) + MENTION_BONUS
+    return boosted
+
+
+def _propagate(scores: dict[str, float], links: dict[str, set[str]], pool: _Pool) -> dict[str, float]:
+    """A memory is understood in its context: each node gains a share of its best-scoring neighbour's score
+    (neighbours: linked events, and the previous and next node of the same type)."""
+    if not scores:
+        return scores
+    out = dict(scores)
+    for node_id, neighbours in links.items():
+        if node_id not in scores and node_id not in pool.documents:
+            continue
+        best = max((scores[n] for n in neighbours if n in scores), default=None)
+        if best is not None and best > 0:
+            out[node_id] = out.get(node_id, min(scores.values())) + NEIGHBOUR_SHARE * best
+    return out
 
 
 def _top_ancestor(node: Node, everything: dict[str, Node]) -> Node | None:
@@ -208,8 +300,8 @@ def _top_ancestor(node: Node, everything: dict[str, Node]) -> Node | None:
 
 def _lift_leaves(scores: dict[str, float], pool: _Pool, limit: int, lexical: dict, dense: dict,
                  reason: str | None = None) -> list[Chosen]:
-    """Best first, within the limit. A folded leaf counts for its active ancestor unless it matches better than
-    the ancestor itself (then the leaf comes in for its detail)."""
+    """Best first, within the limit. A folded leaf comes in for its detail only when it matches about as well as
+    its summary (within DETAIL_MARGIN), otherwise the summary speaks for it."""
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     chosen: dict[str, Chosen] = {}
     for node_id, score in ranked:
@@ -217,7 +309,7 @@ def _lift_leaves(scores: dict[str, float], pool: _Pool, limit: int, lexical: dic
             break
         if node_id in pool.leaves:
             ancestor = pool.leaves[node_id]
-            if score <= scores.get(ancestor, 0.0):
+            if ancestor in scores and score < scores[ancestor] - DETAIL_MARGIN:
                 continue
             node = pool.leaf_nodes[node_id]
             why = f"detail of {ancestor}"
