@@ -40,11 +40,7 @@ class IngestReport:
     def usage(self) -> Usage:
         total = Usage()
         for r in self.results:
-            total.calls += r.usage.calls
-            total.input_tokens += r.usage.input_tokens
-            total.output_tokens += r.usage.output_tokens
-            total.latency_ms += r.usage.latency_ms
-            total.failed_calls += r.usage.failed_calls
+            total.merge(r.usage)
         return total
 
     def to_dict(self) -> dict:

@@ -58,6 +58,15 @@ class Usage:
         self.latency_ms += record.latency_ms
         self.failed_calls += 0 if record.ok else 1
 
+    def merge(self, other: Usage) -> Usage:
+        """Add another total into this one (returns self)."""
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.latency_ms += other.latency_ms
+        self.failed_calls += other.failed_calls
+        return self
+
     def to_dict(self) -> dict:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "latency_ms": round(self.latency_ms, 1), "failed_calls": self.failed_calls}

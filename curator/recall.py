@@ -279,12 +279,13 @@ def _propagate(scores: dict[str, float], links: dict[str, set[str]], pool: _Pool
     if not scores:
         return scores
     out = dict(scores)
+    floor = min(scores.values())
     for node_id, neighbours in links.items():
         if node_id not in scores and node_id not in pool.documents:
             continue
         best = max((scores[n] for n in neighbours if n in scores), default=None)
         if best is not None and best > 0:
-            out[node_id] = out.get(node_id, min(scores.values())) + NEIGHBOUR_SHARE * best
+            out[node_id] = out.get(node_id, floor) + NEIGHBOUR_SHARE * best
     return out
 
 

@@ -44,11 +44,7 @@ def usage_totals(store: Store, chat_id: str) -> dict[str, dict]:
         totals[task] = Usage(calls, tokens_in or 0, tokens_out or 0, latency or 0.0, failed or 0)
     overall = Usage()
     for usage in totals.values():
-        overall.calls += usage.calls
-        overall.input_tokens += usage.input_tokens
-        overall.output_tokens += usage.output_tokens
-        overall.latency_ms += usage.latency_ms
-        overall.failed_calls += usage.failed_calls
+        overall.merge(usage)
     return {"total": overall.to_dict(), **{task: u.to_dict() for task, u in sorted(totals.items())}}
 
 
