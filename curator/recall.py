@@ -32,6 +32,7 @@ from .vectors import VectorIndex, node_document
 
 DENSE_WEIGHT, LEXICAL_WEIGHT = 1.0, 0.3  # on z-scores
 DENSE_POOL = 200  # vector candidates scored per query
+LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
 MENTION_BONUS = 1.0  # for nodes linked to an entity the query names
 DETAIL_MARGIN = 0.5  # a folded leaf comes back if it scores at least its summary's score minus this
 NEIGHBOUR_SHARE = 0.3  # of the best score among a node's neighbours (linked, or the same type's previous/next)
@@ -77,7 +78,7 @@ class Recaller:
         if pool_key not in self._pools:
             kept, _over_caps = persistent_nodes(graph, chat.schema, latest)  # those over the caps stay in the pool
             self._pools[pool_key] = (kept, self._pool(graph, chat.schema, kept, latest, opts))
-            while len(self._pools) > 8:
+            while len(self._pools) > 128:
                 self._pools.popitem(last=False)
         kept, pool = self._pools[pool_key]
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
@@ -149,10 +150,10 @@ class Recaller:
             nodes = graph.nodes(archived=None)
             ids = [n.id for n in nodes]
             self._lexical[key] = (ids, BM25([f"{n.title}\n{node_document(n, schema)}" for n in nodes]))
-            while len(self._lexical) > 8:
+            while len(self._lexical) > 256:
                 self._lexical.popitem(last=False)
         ids, bm25 = self._lexical[key]
-        return {ids[i]: s for i, s in bm25.scores(query).items()}
+        return {ids[i]: s for i, s in bm25.top(query, LEXICAL_POOL)}
 
     def _links(self, chat_id: str, version: int, graph: GraphView,
                pool: _Pool) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -280,10 +281,11 @@ def _propagate(scores: dict[str, float], links: dict[str, set[str]], pool: _Pool
         return scores
     out = dict(scores)
     floor = min(scores.values())
-    for node_id, neighbours in links.items():
-        if node_id not in scores and node_id not in pool.documents:
+    touched = {n for node_id in scores for n in links.get(node_id, ())}  # only neighbours of scored nodes can gain
+    for node_id in touched:
+        if node_id not in pool.documents:
             continue
-        best = max((scores[n] for n in neighbours if n in scores), default=None)
+        best = max((scores[n] for n in links[node_id] if n in scores), default=None)
         if best is not None and best > 0:
             out[node_id] = out.get(node_id, floor) + NEIGHBOUR_SHARE * best
     return out
