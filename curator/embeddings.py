@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import CuratorError
 
-LOCAL_MODELS = ("e5-small-q4", "use-m3", "minilm-int8")
 DEFAULT_LOCAL_MODEL = "e5-small-q4"
 
 

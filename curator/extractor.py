@@ -4,7 +4,6 @@ bound; a step that still fails commits nothing and is logged with its reason."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from pydantic_ai import Agent, ModelRetry, PromptedOutput, RunContext, ToolOutput
@@ -239,7 +238,3 @@ def _context_floors(messages: list[Message], focus_start: int, turns: int) -> ra
 def _format(messages: list[Message], floors) -> str:
     return "\n\n".join(f"[floor {f}] {messages[f].name or messages[f].role} ({messages[f].role}): {messages[f].text}"
                        for f in floors)
-
-
-def answer_json(answer) -> str:  # handy for logs and tests
-    return json.dumps(answer.model_dump(), ensure_ascii=False)

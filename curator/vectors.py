@@ -17,7 +17,6 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from schemas import Schema
 
 from .embeddings import Embedder, EmbeddingProfile, make_embedder
-from .errors import CuratorError
 from .graph import Node
 from .store import Store, utc_now
 
@@ -232,13 +231,3 @@ class VectorIndex:
         total = len(self.store.graph(chat_id).nodes(archived=None))
         return {"chat": chat_id, "profile": profile_key, "current_profile": self.profile.key,
                 "indexed": len(hashes), "nodes": total, "stale_profile": profile_key not in (None, self.profile.key)}
-
-
-def check_profile(profile: EmbeddingProfile) -> None:
-    """Fail early, with a clear message, on a profile that cannot work."""
-    try:
-        make_embedder(profile)
-    except CuratorError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - import or setup errors of optional providers
-        raise CuratorError(f"embedding profile {profile.key} cannot be used: {exc}") from None
