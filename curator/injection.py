@@ -3,6 +3,7 @@ block, each grouped into purpose buckets and packed into one token budget, best 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from prompts import render
@@ -43,7 +44,8 @@ class Injection:
     mode: str
     persistent: list[Chosen] = field(default_factory=list)
     recalled: list[Chosen] = field(default_factory=list)
-    dropped_for_budget: list[str] = field(default_factory=list)
+    dropped_for_budget: list[str] = field(default_factory=list)  # the first ids of those left out
+    dropped_count: int = 0
     budget_tokens: int = 0
     placement: dict = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
@@ -64,7 +66,8 @@ class Injection:
             "tokens": {"persistent": sum(c.tokens for c in self.persistent),
                        "recalled": sum(c.tokens for c in self.recalled), "total": self.tokens,
                        "budget": self.budget_tokens, "tokenizer": TOKENIZER_NAME},
-            "dropped_for_budget": self.dropped_for_budget, "placement": self.placement,
+            "dropped_for_budget": self.dropped_for_budget[:DROPPED_LISTED], "dropped_count": self.dropped_count,
+            "placement": self.placement,
             "usage": self.usage.to_dict(), "text": self.text,
         }
 
@@ -100,6 +103,22 @@ def persistent_nodes(graph: GraphView, schema: Schema, latest_floor: int) -> tup
 
 
 PERSISTENT_SHARE = 0.7  # of the budget, at most, so recall always has room
+MIN_LINE_TOKENS = 8  # no node line is shorter: below this much room, a block is full
+DROPPED_LISTED = 50  # ids listed of the nodes left out for the budget (all are counted)
+_LINES: OrderedDict[tuple, tuple[Schema, str, int]] = OrderedDict()  # (schema id, node, version) -> line
+
+
+def _rendered(node: Node, schema: Schema) -> tuple[str, int]:
+    """A node's line and its token count, remembered while the node is unchanged (a big persistent block is
+    the same from one turn to the next)."""
+    key = (id(schema), node.id, node.updated_at, node.title, node.floor_from, node.floor_to)
+    cached = _LINES.get(key)
+    if cached is None or cached[0] is not schema:  # the schema object is kept, so its id is not reused meanwhile
+        text = node_line(node, schema)
+        cached = _LINES[key] = (schema, text, count_tokens(text) + 1)
+        while len(_LINES) > 50_000:
+            _LINES.popitem(last=False)
+    return cached[1], cached[2]
 
 
 def pack(injection: Injection, schema: Schema, persistent: list[Chosen], recalled: list[Chosen]) -> Injection:
@@ -112,11 +131,15 @@ def pack(injection: Injection, schema: Schema, persistent: list[Chosen], recalle
     limits = {"persistent": int(injection.budget_tokens * PERSISTENT_SHARE), "recalled": injection.budget_tokens}
     for block, items in (("persistent", ranked_persistent), ("recalled", recalled)):
         kept = []
-        for item in items:
+        for position, item in enumerate(items):
+            if limits[block] - used < MIN_LINE_TOKENS:  # full: the rest cannot fit, do not render them
+                injection.dropped_count += len(items) - position
+                injection.dropped_for_budget.extend(i.node.id for i in items[position:position + DROPPED_LISTED])
+                break
             item.block = block
-            item.text = node_line(item.node, schema)
-            item.tokens = count_tokens(item.text) + 1
+            item.text, item.tokens = _rendered(item.node, schema)
             if used + item.tokens > limits[block]:
+                injection.dropped_count += 1
                 injection.dropped_for_budget.append(item.node.id)
                 continue
             used += item.tokens
