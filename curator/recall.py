@@ -191,12 +191,12 @@ class Recaller:
         if not spans:
             return set()
         rows = self.store.conn.execute(
-            f"SELECT DISTINCT nn.node_id FROM node_names nn JOIN nodes n ON n.chat_id = nn.chat_id AND n.id = nn.node_id "
-            f"WHERE nn.chat_id=? AND n.archived=0 AND nn.name IN ({', '.join('?' * len(spans))})",
+            f"SELECT DISTINCT nn.node_id, n.type FROM node_names nn JOIN nodes n ON n.chat_id = nn.chat_id "
+            f"AND n.id = nn.node_id WHERE nn.chat_id=? AND n.archived=0 AND nn.name IN ({', '.join('?' * len(spans))})",
             (chat_id, *spans)).fetchall()
         schema = self.store.chat(chat_id).schema
         events = {name for name, spec in schema.types.items() if spec.identity == "event"}
-        return {r[0] for r in rows if (node := self.store.graph(chat_id).get(r[0])) and node.type not in events}
+        return {node_id for node_id, node_type in rows if node_type not in events}
 
     def _dense_scores(self, chat_id: str, query: str, k: int) -> dict[str, float]:
         if self.index is None:
