@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 from typing import Annotated
 
@@ -14,61 +12,27 @@ import typer
 from schemas import SchemaError, dump_schema, load_schema, preset_names
 
 from . import console
+from .cli_base import ChatOpt, JsonOpt, app, open_memory, reported, state
 from .errors import CuratorError
 from .exchange import dumps
 from .paths import example_file
 from .service import Memory
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="memory-curator: a memory graph for long role-play chats.")
 schema_app = typer.Typer(no_args_is_help=True, help="List, show and validate schemas.")
 app.add_typer(schema_app, name="schema")
 vectors_app = typer.Typer(no_args_is_help=True, help="The vector index: rebuild and status.")
 app.add_typer(vectors_app, name="vectors")
 
-_state = {"data": None, "debug": False}
-ChatOpt = Annotated[str, typer.Option("--chat", "-c", help="Chat id.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-
-
-@app.callback()
-def _main(
-    data: Annotated[Path | None, typer.Option("--data", help="Data directory (default: $CURATOR_DATA or "
-                                                 "~/.local/share/memory-curator).")] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
-) -> None:
-    _state.update(data=data, debug=debug)
-
-
-def _reported(command):
-    """Turn known errors into one line + hint and exit code 1; --debug adds the traceback."""
-
-    @functools.wraps(command)
-    def run(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except (CuratorError, SchemaError) as exc:
-            if _state["debug"]:
-                traceback.print_exc()
-            console.print_error(str(exc), getattr(exc, "hint", "") or _schema_hint(exc))
-            raise typer.Exit(1) from None
-
-    return run
-
-
-def _memory() -> Memory:
-    return Memory(_state["data"])
-
 
 @app.command()
-@_reported
+@reported
 def init(
     chat: Annotated[str | None, typer.Option("--chat", "-c", help="Also create this chat.")] = None,
     schema: Annotated[str, typer.Option(help="Preset name or schema file for the new chat.")] = "default",
     json_: JsonOpt = False,
 ) -> None:
     """Create the data directory (and optionally a chat)."""
-    with _memory() as memory:
+    with open_memory() as memory:
         created = memory.create_chat(chat, schema).id if chat else None
         if json_:
             console.print_json({"data_dir": str(memory.data_dir), "chat": created})
@@ -79,10 +43,10 @@ def init(
 
 
 @app.command()
-@_reported
+@reported
 def chats(json_: JsonOpt = False) -> None:
     """List the chats in the data directory."""
-    with _memory() as memory:
+    with open_memory() as memory:
         rows = [{"chat": c, **memory.graph(c).stats()} for c in memory.chats()]
     if json_:
         console.print_json(rows)
@@ -95,14 +59,14 @@ def chats(json_: JsonOpt = False) -> None:
 
 
 @app.command()
-@_reported
+@reported
 def show(
     chat: ChatOpt,
     archived: Annotated[bool, typer.Option("--archived", help="Include archived nodes.")] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Show a chat's memory graph."""
-    with _memory() as memory:
+    with open_memory() as memory:
         graph = memory.graph(chat)
         if json_:
             console.print_json({"chat": chat, "stats": graph.stats(),
@@ -113,7 +77,7 @@ def show(
 
 
 @app.command()
-@_reported
+@reported
 def export(
     chat: ChatOpt,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")] = None,
@@ -122,7 +86,7 @@ def export(
     """Export a chat's graph as memory-curator/graph JSON (no vectors) or as a SillyTavern World Info file."""
     if fmt not in ("graph", "worldinfo"):
         raise CuratorError(f"unknown export format {fmt!r}", "Use --format graph or --format worldinfo.")
-    with _memory() as memory:
+    with open_memory() as memory:
         text = dumps(memory.export(chat) if fmt == "graph" else memory.world_info(chat))
     if output is None:
         sys.stdout.write(text)
@@ -134,7 +98,7 @@ def export(
 
 
 @app.command("import")
-@_reported
+@reported
 def import_(
     file: Annotated[Path, typer.Argument(help="A memory-curator/graph JSON file.")],
     chat: ChatOpt,
@@ -146,7 +110,7 @@ def import_(
     """Import a graph file into a chat as one commit (restore, bind_latest or bind_floor)."""
     if mode not in ("restore", "bind_latest", "bind_floor"):
         raise CuratorError(f"unknown import mode {mode!r}", "Use restore, bind_latest or bind_floor.")
-    with _memory() as memory:
+    with open_memory() as memory:
         record = memory.import_(chat, file, mode=mode, floor=floor, max_bytes=max_bytes)
         if json_:
             console.print_json({"commit": record.id, "anchor_floor": record.anchor_floor, "ops": len(record.ops)})
@@ -155,14 +119,14 @@ def import_(
 
 
 @app.command()
-@_reported
+@reported
 def rollback(
     chat: ChatOpt,
     floor: Annotated[int, typer.Option(help="Revert every commit anchored at this floor or later.")],
     json_: JsonOpt = False,
 ) -> None:
     """Roll a chat's memory back to how it was before `floor`."""
-    with _memory() as memory:
+    with open_memory() as memory:
         result = memory.rollback(chat, floor)
     if json_:
         console.print_json({"floor": floor, "reverted": [c.id for c in result.reverted],
@@ -172,7 +136,7 @@ def rollback(
 
 
 @schema_app.command("list")
-@_reported
+@reported
 def schema_list(json_: JsonOpt = False) -> None:
     """List the bundled schema presets."""
     names = preset_names()
@@ -184,7 +148,7 @@ def schema_list(json_: JsonOpt = False) -> None:
 
 
 @schema_app.command("show")
-@_reported
+@reported
 def schema_show(
     ref: Annotated[str, typer.Argument(help="Preset name or schema file.")] = "default",
     fmt: Annotated[str, typer.Option("--format", help="table | yaml | json")] = "table",
@@ -201,7 +165,7 @@ def schema_show(
 
 
 @schema_app.command("validate")
-@_reported
+@reported
 def schema_validate(path: Annotated[Path, typer.Argument(help="A schema YAML/JSON file.")], json_: JsonOpt = False) -> None:
     """Check a schema file; every problem is reported with its file, type and field."""
     try:
@@ -218,7 +182,7 @@ def schema_validate(path: Annotated[Path, typer.Argument(help="A schema YAML/JSO
 
 
 @app.command()
-@_reported
+@reported
 def ingest(
     file: Annotated[Path, typer.Argument(help="A SillyTavern .jsonl chat or a JSONL of {role, name, content}.")],
     chat: ChatOpt,
@@ -229,7 +193,7 @@ def ingest(
     """Replay a chat file floor by floor, extracting memory as a live chat would (resumable)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with _memory() as memory, Progress(
+    with open_memory() as memory, Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
         TimeRemainingColumn(), TextColumn("{task.fields[cost]}"), console=console.err, disable=json_,
     ) as progress:
@@ -263,10 +227,10 @@ def ingest(
 
 
 @app.command()
-@_reported
+@reported
 def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
     """LLM calls, tokens and latency spent on a chat, and its failed extraction steps."""
-    with _memory() as memory:
+    with open_memory() as memory:
         data = memory.usage(chat)
     if json_:
         console.print_json(data)
@@ -279,7 +243,7 @@ def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
 
 
 @app.command()
-@_reported
+@reported
 def recall(
     chat: ChatOpt,
     query: Annotated[str, typer.Option("--query", "-q", help="The user's message (or the recent turns).")],
@@ -290,7 +254,7 @@ def recall(
     """Recall the memories for the next generation and show the injection."""
     if mode not in (None, "hybrid", "rag"):
         raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid or --mode rag.")
-    with _memory() as memory:
+    with open_memory() as memory:
         options = {"budget_tokens": budget} if budget else {}
         injection = memory.recall(chat, query, mode=mode, **options)
     if json_:
@@ -300,7 +264,7 @@ def recall(
 
 
 @vectors_app.command("rebuild")
-@_reported
+@reported
 def vectors_rebuild(
     chat: ChatOpt,
     full: Annotated[bool, typer.Option("--full", help="Re-embed every node.")] = False,
@@ -311,7 +275,7 @@ def vectors_rebuild(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     span = _floor_range(floors) if floors else None
-    with _memory() as memory, Progress(TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(),
+    with open_memory() as memory, Progress(TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(),
                                        TimeRemainingColumn(), console=console.err, disable=json_) as progress:
         task = progress.add_task("embed", total=None)
         report = memory.rebuild_vectors(chat, full=full, floors=span,
@@ -326,10 +290,10 @@ def vectors_rebuild(
 
 
 @vectors_app.command("status")
-@_reported
+@reported
 def vectors_status(chat: ChatOpt, json_: JsonOpt = False) -> None:
     """How much of the chat is indexed, and with which embedding profile."""
-    with _memory() as memory:
+    with open_memory() as memory:
         memory.store.chat(chat)
         data = memory.index.status(chat)
     if json_:
@@ -348,10 +312,10 @@ def _floor_range(text: str) -> tuple[int, int]:
 
 
 @app.command()
-@_reported
+@reported
 def demo(json_: JsonOpt = False) -> None:
     """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
-    target = _state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
+    target = state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
     chat_id = "lantern-road"
     with Memory(target) as memory:
         if chat_id in memory.chats():
@@ -379,12 +343,8 @@ DEMO_TURNS = (20, 38, 46)
 
 
 def main() -> None:
+    # Command modules register themselves on `app` when imported.
     app()
-
-
-def _schema_hint(exc: Exception) -> str:
-    return "Fix the schema file at the places listed; `curator schema show default --format yaml` prints an example." \
-        if isinstance(exc, SchemaError) else ""
 
 
 if __name__ == "__main__":
