@@ -1,8 +1,10 @@
 """Recall latency at 1k, 10k and 100k nodes in one chat, and across 100 chats, next to a bare Chroma query of the
 same collection in the same run (our overhead as a ratio); plus index build throughput with the local embedders.
 
-The big graphs get random unit vectors written straight into Chroma (with the hashes the index keeps), so the
-run measures recall, not hours of embedding; the query itself is embedded for real by the default embedder.
+Each event has a chat message at its floor, so recall also scores events by their source messages. The big graphs
+get random unit vectors written straight into Chroma, for node documents and sources (with the hashes the index
+keeps), so the run measures recall, not hours of embedding; the query itself is embedded for real by the default
+embedder.
 "hybrid" is the full default recall (pool, BM25, vector query, fusion, leaf lifting, expansion, packing);
 "bare" is embedding the query plus `collection.query(n_results=20)`."""
 
@@ -14,7 +16,8 @@ import numpy as np
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
 from curator.embeddings import EmbeddingProfile, make_embedder
-from curator.vectors import _digest, _metadata, node_document
+from curator.messages import Message
+from curator.vectors import SOURCES, _digest, _metadata, node_document, source_document
 
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas", "Tamsin", "Oskar", "Liane", "Hedda", "Corin"]
 PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks", "the temple", "the market"]
@@ -50,20 +53,26 @@ def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> fl
             ops = []
     if ops:
         memory.commit(chat, ops, floor, "test")
+    memory.set_messages(chat, [Message("assistant", rng.choice(NAMES), sentence(rng, i)) for i in range(size)])
     index = memory.index
     schema = memory.chat(chat).schema
     nodes = memory.graph(chat).nodes(archived=None)
-    collection = index._collection(chat)
+    lines = index.message_lines(chat)
+    collections = (index._collection(chat), index._collection(chat, SOURCES))
     hashes = {}
     for start in range(0, len(nodes), 5000):
         batch = nodes[start:start + 5000]
-        vectors = np.random.default_rng(start).normal(size=(len(batch), dim)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         documents = [node_document(n, schema) for n in batch]
-        collection.upsert(ids=[n.id for n in batch], embeddings=list(vectors), documents=documents,
-                          metadatas=[_metadata(n) for n in batch])
-        for node, document in zip(batch, documents):
-            hashes[node.id] = (_digest(index.profile.key, document), _digest(*_metadata(node).values()))
+        sources = [source_document(n, lines, {"event"}) for n in batch]
+        for collection, docs in zip(collections, (documents, sources)):
+            ids = [(n.id, d) for n, d in zip(batch, docs) if d]
+            vectors = np.random.default_rng(start).normal(size=(len(ids), dim)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            collection.upsert(ids=[i for i, _ in ids], embeddings=list(vectors), documents=[d for _, d in ids],
+                              metadatas=[_metadata(n) for n, d in zip(batch, docs) if d])
+        for node, document, source in zip(batch, documents, sources):
+            hashes[node.id] = (_digest(index.profile.key, document), _digest(*_metadata(node).values()),
+                               _digest(index.profile.key, source) if source else "")
     index._save_state(chat, hashes)
     memory.store.on_change[:] = hooks
     return now() - started

@@ -1,7 +1,8 @@
 """Retrieval quality of memory-curator's recall on LoCoMo (the dev split in ../shared/data/locomo_dev.json).
 
-Each observation of a conversation becomes a node of a small custom schema (one chat per conversation); each
-question of categories 1-4 with evidence is recalled; evidence recall@k is the share of the question's evidence
+Each conversation becomes a chat: its turns are the chat's messages (one floor each), and each observation becomes
+an event node of a small custom schema, with the floors of the turns it came from and the session date as its story
+time, as the extractor would have written it; each question of categories 1-4 with evidence is recalled; evidence recall@k is the share of the question's evidence
 turns (dia_ids) covered by the top-k recalled nodes. Reported for `hybrid` (the default, no LLM), `rag` (vector
 top-K, no rewrite, no rerank) and two baselines run in the same script: plain BM25 over the same documents, and a
 plain Chroma query with the same embedder. Figures are given for all five conversations, for the three used to
@@ -15,7 +16,9 @@ from pathlib import Path
 
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
+import curator
 from curator.lexical import BM25
+from curator.messages import Message
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 TUNE, HELD_OUT = ("conv-26", "conv-41", "conv-43"), ("conv-47", "conv-49")
@@ -39,6 +42,22 @@ types:
       - {name: dia_ids}
 """
 KS = (5, 10, 20)
+
+
+def turns(conv: dict) -> tuple[list[Message], dict[str, int]]:
+    """The conversation's turns as chat messages, and each turn's floor by dia id."""
+    talk = conv["conversation"]
+    sessions = sorted((k for k in talk if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1]))
+    messages, floors = [], {}
+    for key in sessions:
+        for turn in talk[key]:
+            text = turn.get("text", "")
+            if turn.get("blip_caption"):
+                text += f" [shares a photo: {turn['blip_caption']}]"
+            floors[turn.get("dia_id", "")] = len(messages)
+            role = "user" if turn.get("speaker") == talk.get("speaker_a") else "assistant"
+            messages.append(Message(role, turn.get("speaker", ""), text, sent_at=talk.get(f"{key}_date_time")))
+    return messages, floors
 
 
 def observations(conv: dict) -> list[dict]:
@@ -74,9 +93,39 @@ def mean(rows: list[dict]) -> dict:
     return {m: round(sum(r[m] for r in rows) / len(rows), 4) for m in rows[0]} if rows else {}
 
 
+def _recall_all(memory, name: str, items: list[dict], qs: list[dict], covers: dict, latency: dict,
+                methods: tuple) -> dict[str, list[dict]]:
+    bm25 = BM25([item["text"] for item in items])
+    collection = memory.index._collection(name)
+    embedder = memory.index.function.embedder
+    rows: dict[str, list[dict]] = {m: [] for m in methods}
+    for q in qs:
+        question = q["question"]
+        for mode in ("hybrid", "rag"):
+            started = now()
+            injection = memory.recall(name, question, mode=mode, max_results=20, top_k=50, budget_tokens=100_000)
+            latency[mode].append(now() - started)
+            rows[mode].append(score([covers[c.node.id] for c in injection.recalled], q["evidence"]))
+        started = now()
+        hits = bm25.top(question, 20)
+        latency["bm25"].append(now() - started)
+        rows["bm25"].append(score([covers[f"o{i}"] for i, _ in hits], q["evidence"]))
+        started = now()
+        vector = embedder.embed_queries([question])[0]
+        result = collection.query(query_embeddings=[vector], n_results=20, include=["distances"])
+        latency["chroma"].append(now() - started)
+        rows["chroma"].append(score([covers[i] for i in result["ids"][0]], q["evidence"]))
+    progress(f"{name}: hybrid R@10 {mean(rows['hybrid'])['R@10']}, chroma R@10 {mean(rows['chroma'])['R@10']}")
+    return rows
+
+
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0], lambda p: p.add_argument(
-        "--link-sessions", action="store_true", help="link consecutive observations of a session (follows)"))
+    def extra(parser):
+        parser.add_argument("--link-sessions", action="store_true",
+                            help="link consecutive observations of a session (follows)")
+        parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
+
+    args = parse_args(__doc__.splitlines()[0], extra)
     if not DATA.exists():
         print(f"skipped: {DATA} is absent")
         return
@@ -87,19 +136,30 @@ def main() -> None:
     per_conv: dict[str, dict[str, list[dict]]] = {}
     latency: dict[str, list[float]] = {m: [] for m in methods}
     with TempMemory() as tmp:
-        memory = tmp.memory
+        memory = curator.open(args.keep) if args.keep else tmp.memory
         schema_path = tmp.path / "locomo.yaml"
         schema_path.write_text(SCHEMA, encoding="utf-8")
         for conv in convs:
             name = conv.get("sample_id", f"conv-{len(per_conv)}")
             items = observations(conv)
             qs = questions(conv)[:20] if args.quick else questions(conv)
-            memory.create_chat(name, schema_path)
-            ops = [{"op": "create_node", "id": f"o{i}", "type": "observation", "title": item["text"][:80],
-                    "fields": {"text": item["text"], "speaker": item["speaker"], "date": item["date"],
-                               "dia_ids": ",".join(item["dia_ids"])}, "floor_from": i, "floor_to": i}
-                   for i, item in enumerate(items)]
+            messages, floor_of = turns(conv)
+            covers = {f"o{i}": item["dia_ids"] for i, item in enumerate(items)}
             speakers = sorted({item["speaker"] for item in items})
+            covers.update({f"p{n}": [] for n in range(len(speakers))})
+            if name in memory.chats():
+                per_conv[name] = _recall_all(memory, name, items, qs, covers, latency, methods)
+                continue
+            started = now()  # the commit below already syncs the index when it is open
+            memory.create_chat(name, schema_path)
+            memory.set_messages(name, messages)
+            ops = []
+            for i, item in enumerate(items):
+                spots = sorted(floor_of[d] for d in item["dia_ids"] if d in floor_of) or [0]
+                ops.append({"op": "create_node", "id": f"o{i}", "type": "observation", "title": item["text"][:80],
+                            "fields": {"text": item["text"], "speaker": item["speaker"], "date": item["date"],
+                                       "dia_ids": ",".join(item["dia_ids"])},
+                            "floor_from": spots[0], "floor_to": spots[-1], "story_time": {"label": item["date"]}})
             ops += [{"op": "create_node", "id": f"p{n}", "type": "person", "fields": {"name": s}}
                     for n, s in enumerate(speakers)]
             ops += [{"op": "link", "source": f"p{speakers.index(item['speaker'])}", "target": f"o{i}",
@@ -109,35 +169,13 @@ def main() -> None:
                         for i in range(len(items) - 1) if items[i]["session"] == items[i + 1]["session"]]
             memory.commit(name, ops, 0, "import")
             progress(f"{name}: {len(items)} observations, {len(qs)} questions; indexing")
-            started = now()
             memory.rebuild_vectors(name)
             index_s = now() - started
-            covers = {f"o{i}": item["dia_ids"] for i, item in enumerate(items)}
-            covers.update({f"p{n}": [] for n in range(len(speakers))})
-            bm25 = BM25([item["text"] for item in items])
-            collection = memory.index._collection(name)
-            embedder = memory.index.function.embedder
-            rows: dict[str, list[dict]] = {m: [] for m in methods}
-            for q in qs:
-                question = q["question"]
-                for mode in ("hybrid", "rag"):
-                    started = now()
-                    injection = memory.recall(name, question, mode=mode, max_results=20, top_k=50,
-                                              budget_tokens=100_000)
-                    latency[mode].append(now() - started)
-                    rows[mode].append(score([covers[c.node.id] for c in injection.recalled], q["evidence"]))
-                started = now()
-                hits = bm25.top(question, 20)
-                latency["bm25"].append(now() - started)
-                rows["bm25"].append(score([covers[f"o{i}"] for i, _ in hits], q["evidence"]))
-                started = now()
-                vector = embedder.embed_queries([question])[0]
-                result = collection.query(query_embeddings=[vector], n_results=20, include=["distances"])
-                latency["chroma"].append(now() - started)
-                rows["chroma"].append(score([covers[i] for i in result["ids"][0]], q["evidence"]))
+            rows = _recall_all(memory, name, items, qs, covers, latency, methods)
             per_conv[name] = rows
-            progress(f"{name}: indexed in {index_s:.1f}s; hybrid R@10 {mean(rows['hybrid'])['R@10']}, "
-                     f"chroma R@10 {mean(rows['chroma'])['R@10']}")
+            progress(f"{name}: indexed in {index_s:.1f}s")
+        if args.keep:
+            memory.close()
     groups = {"all": list(per_conv), "tune": [c for c in per_conv if c in TUNE],
               "held_out": [c for c in per_conv if c in HELD_OUT]}
     results = {group: {m: mean([r for c in names for r in per_conv[c][m]]) for m in methods}

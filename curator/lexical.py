@@ -1,5 +1,5 @@
 """Lexical retrieval: BM25 over node text with a tokenizer that handles CJK (no spaces between words) as
-character unigrams plus bigrams, and other scripts as case-folded words."""
+character unigrams plus bigrams, and other scripts as case-folded words, English ones lightly stemmed."""
 
 from __future__ import annotations
 
@@ -16,8 +16,27 @@ STOPWORDS = frozenset(
     ["a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your", "s", "t", "d", "ll", "re", "ve"])  # the tails of it's, don't, we'll...
 
 
+_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "s", "ly")
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper for ASCII words ("painted", "painting", "paints" -> "paint"): enough for a
+    question's wording to meet a memory's; other scripts are left as they are."""
+    if len(word) <= 3 or not word.isascii() or word.endswith(("ss", "us", "is")):
+        return word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+            if suffix in ("s", "es") and base.endswith(("ing", "ed")):  # "paintings" -> "painting" -> "paint"
+                return stem(base)
+            if len(base) > 3 and base[-1] == base[-2] and base[-1] not in "lsz":  # "running" -> "run"
+                base = base[:-1]
+            return base
+    return word
+
+
 def tokenize(text: str) -> list[str]:
-    """Case-folded words (English stop words dropped); CJK runs as unigrams and bigrams."""
+    """Case-folded words (English stop words dropped, the rest stemmed); CJK runs as unigrams and bigrams."""
     tokens: list[str] = []
     for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text).casefold()):
         word = match.group(0)
@@ -25,7 +44,7 @@ def tokenize(text: str) -> list[str]:
             tokens.extend(word)
             tokens.extend(word[i:i + 2] for i in range(len(word) - 1))
         elif word not in STOPWORDS:
-            tokens.append(word)
+            tokens.append(stem(word))
     return tokens
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from schemas import Schema
 
+from .dates import date_windows, day_of, within
 from .graph import Node, normalize_name
 from .injection import Chosen, Injection, pack, persistent_nodes
 from .lexical import BM25
@@ -28,9 +29,11 @@ from .queries import GraphView
 from .rerank import rerank
 from .settings import RecallSettings, Settings
 from .store import Store, utc_now
-from .vectors import VectorIndex, node_document
+from .vectors import VectorIndex, node_document, source_document
 
 DENSE_WEIGHT, LEXICAL_WEIGHT = 1.0, 0.3  # on z-scores
+SOURCE_WEIGHT = 1.0  # of an event's source messages (dense + lexical, z-fused the same way) next to its own text
+DATE_BONUS, DATE_SLACK_DAYS = 2.0, 3  # for memories whose story date is one the query names
 DENSE_POOL = 200  # vector candidates scored per query
 LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
 MENTION_BONUS = 1.0  # for nodes linked to an entity the query names
@@ -46,6 +49,8 @@ class _Pool:
     documents: dict[str, str]  # of every node that is scored: the pool, folded leaves and injected nodes
     event_types: set[str]
     injected: set[str]  # persistent nodes: never recalled, but scored, so a leaf must beat its ancestor
+    days: dict[str, object]  # node id -> the calendar day its story-time label names, where it names one
+    scenes: dict[str, str]  # event node id -> its story-time label: events that share one are each other's context
 
 
 class Recaller:
@@ -120,40 +125,68 @@ class Recaller:
                  and (horizon is None or n.floor_to <= horizon)}
         leaves = {}
         for node_id, node in everything.items():
-            if node.archived and node.parent:
+            if node.archived and node.parent and (horizon is None or node.floor_to <= horizon):
                 top = _top_ancestor(node, everything)
                 if top is not None and (top.id in nodes or top.id in injected):
                     leaves[node_id] = top.id
         documents = {i: node_document(everything[i], schema) for i in (*nodes, *leaves, *injected)}
         events = {name for name, spec in schema.types.items() if spec.identity == "event"}
-        return _Pool(nodes, leaves, {i: everything[i] for i in leaves}, documents, events, injected)
+        days = {i: day for i in documents if (day := day_of(everything[i].story_time.get("label")))}
+        scenes = {i: label for i in documents
+                  if everything[i].type in events and (label := (everything[i].story_time.get("label") or "").strip())}
+        return _Pool(nodes, leaves, {i: everything[i] for i in leaves}, documents, events, injected, days, scenes)
 
     # ---- hybrid -------------------------------------------------------------------------------
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: _Pool,
                 opts: RecallSettings) -> list[Chosen]:
-        lexical = self._lexical_scores(chat_id, version, graph, query)
-        dense = self._dense_scores(chat_id, query, max(opts.top_k, DENSE_POOL))
-        fused = fuse(dense, lexical, set(pool.documents))
+        # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
+        source_query = strip_names(query, self._speakers(chat_id)) or query
+        lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, query, source_query, pool)
+        dense, source_dense = self._dense_scores(chat_id, query, max(opts.top_k, DENSE_POOL), source_query)
+        allowed = set(pool.documents)
+        fused = fuse(dense, lexical, allowed)
+        by_source = fuse(source_dense, source_lexical, allowed & sourced) if SOURCE_WEIGHT else {}
+        fused = _add(fused, by_source, SOURCE_WEIGHT, sourced)
+        fused = _date_bonus(fused, query, pool)
         context, adjacent = self._links(chat_id, version, graph, pool)
         fused = _mention_boost(fused, self._mentioned(chat_id, query), adjacent, pool)
         fused = _propagate(fused, context, pool)
         limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
+        fused = _diversify(fused, by_source, pool, limit)
         chosen = _lift_leaves(fused, pool, limit, lexical, dense)
         if opts.expand and not opts.llm_rerank:
             chosen = _expand(graph, chosen, pool, opts.max_results)
         return chosen
 
-    def _lexical_scores(self, chat_id: str, version: int, graph: GraphView, query: str) -> dict[str, float]:
-        key = (chat_id, version)
+    def _lexical_scores(self, chat_id: str, version: int, graph: GraphView, query: str, source_query: str,
+                        pool: _Pool) -> tuple[dict[str, float], dict[str, float], set[str]]:
+        """BM25 over node text, and over events' source messages (cached per graph and message version)."""
+        key = (chat_id, version, self._messages_stamp(chat_id))
         if key not in self._lexical:
             schema = self.store.chat(chat_id).schema
             nodes = graph.nodes(archived=None)
-            ids = [n.id for n in nodes]
-            self._lexical[key] = (ids, BM25([f"{n.title}\n{node_document(n, schema)}" for n in nodes]))
+            lines = self.index.message_lines(chat_id) if self.index is not None else {}
+            sources = [(n.id, doc) for n in nodes if (doc := source_document(n, lines, pool.event_types))]
+            self._lexical[key] = ([n.id for n in nodes], BM25([f"{n.title}\n{node_document(n, schema)}" for n in nodes]),
+                                  [i for i, _ in sources], BM25([doc for _, doc in sources]), {i for i, _ in sources})
             while len(self._lexical) > 256:
                 self._lexical.popitem(last=False)
-        ids, bm25 = self._lexical[key]
-        return {ids[i]: s for i, s in bm25.top(query, LEXICAL_POOL)}
+        ids, bm25, source_ids, source_bm25, sourced = self._lexical[key]
+        return ({ids[i]: s for i, s in bm25.top(query, LEXICAL_POOL)},
+                {source_ids[i]: s for i, s in source_bm25.top(source_query, LEXICAL_POOL)}, sourced)
+
+    def _speakers(self, chat_id: str) -> list[str]:
+        """The names the chat's messages are written under (cached per message version)."""
+        key = ("speakers", chat_id, self._messages_stamp(chat_id))
+        if key not in self._lexical:
+            self._lexical[key] = [r[0] for r in self.store.conn.execute(
+                "SELECT DISTINCT name FROM messages WHERE chat_id=? AND name != ''", (chat_id,))]
+        return self._lexical[key]
+
+    def _messages_stamp(self, chat_id: str) -> tuple:
+        """Changes whenever the chat's messages do (sources are made of them)."""
+        return tuple(self.store.conn.execute(
+            "SELECT COUNT(*), TOTAL(hash) FROM messages WHERE chat_id=?", (chat_id,)).fetchone())
 
     def _links(self, chat_id: str, version: int, graph: GraphView,
                pool: _Pool) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
@@ -198,15 +231,21 @@ class Recaller:
         events = {name for name, spec in schema.types.items() if spec.identity == "event"}
         return {node_id for node_id, node_type in rows if node_type not in events}
 
-    def _dense_scores(self, chat_id: str, query: str, k: int) -> dict[str, float]:
+    def _dense_scores(self, chat_id: str, query: str, k: int, source_query: str | None = None):
+        """Vector matches of node documents (and, given a `source_query`, of events' sources)."""
         if self.index is None:
-            return {}
-        return dict(self.index.query(chat_id, query, k))
+            return {} if source_query is None else ({}, {})
+        if source_query is None:
+            return dict(self.index.query(chat_id, query, k))
+        items, sources = self.index.query_both(chat_id, query, source_query, k)
+        return dict(items), dict(sources)
 
     def _ensure_synced(self, chat_id: str, version: int) -> None:
-        if self.index is not None and self._synced.get(chat_id) != version:
+        """Sync the index when the graph or the messages (the events' sources) changed since the last recall."""
+        stamp = (version, self._messages_stamp(chat_id))
+        if self.index is not None and self._synced.get(chat_id) != stamp:
             self.index.sync(chat_id)
-            self._synced[chat_id] = version
+            self._synced[chat_id] = stamp
 
     # ---- rag ----------------------------------------------------------------------------------
     def _rag(self, chat_id: str, query: str, pool: _Pool, opts: RecallSettings, injection: Injection) -> list[Chosen]:
@@ -253,6 +292,58 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed: set[str]) 
     return total
 
 
+def strip_names(text: str, names: list[str]) -> str:
+    """`text` without the given names (and a possessive 's); CJK names are removed wherever they occur."""
+    for name in sorted(names, key=len, reverse=True):
+        if _CJK_NAME.search(name):
+            text = text.replace(name, " ")
+        else:
+            text = re.sub(rf"(?<!\w){re.escape(name)}(?:'s)?(?!\w)", " ", text, flags=re.IGNORECASE)
+    return re.sub(r"\s+", " ", text).strip(" ,")
+
+
+_CJK_NAME = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def _add(scores: dict[str, float], extra: dict[str, float], weight: float, has_extra: set[str]) -> dict[str, float]:
+    """scores + weight * extra. A node missing from `scores` counts as its lowest; one missing from `extra` as
+    its lowest if it has that kind of evidence at all (`has_extra`), else as the average (z = 0)."""
+    if not extra:
+        return scores
+    low, extra_low = min(scores.values(), default=0.0), min(extra.values())
+    return {k: scores.get(k, low) + weight * extra.get(k, extra_low if k in has_extra else 0.0)
+            for k in set(scores) | set(extra)}
+
+
+def _diversify(scores: dict[str, float], by_source: dict[str, float], pool: _Pool, limit: int) -> dict[str, float]:
+    """Memories drawn from the same messages share their source score; past the first of them, the others must
+    earn their place on their own text, so the few slots cover more of the story."""
+    if not by_source:
+        return scores
+    out, seen = dict(scores), set()
+    for node_id, _ in sorted(scores.items(), key=lambda kv: -kv[1])[:3 * limit]:
+        node = pool.nodes.get(node_id) or pool.leaf_nodes.get(node_id)
+        if node is None or node_id not in by_source:
+            continue
+        span = (node.floor_from, node.floor_to)
+        if span in seen:
+            out[node_id] -= SOURCE_WEIGHT * max(by_source[node_id], 0.0)
+        seen.add(span)
+    return out
+
+
+def _date_bonus(scores: dict[str, float], query: str, pool: _Pool) -> dict[str, float]:
+    """Memories whose story date falls on (or within a few days of) a date the query names move up."""
+    windows = date_windows(query) if pool.days else []
+    if not windows or not scores:
+        return scores
+    out, low = dict(scores), min(scores.values())
+    for node_id, day in pool.days.items():
+        if within(day, windows, DATE_SLACK_DAYS):
+            out[node_id] = out.get(node_id, low) + DATE_BONUS
+    return out
+
+
 def _mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[str, set[str]],
                    pool: _Pool) -> dict[str, float]:
     """Nodes the query names, and nodes linked to them, move up: a question about Mira is about Mira's events.
@@ -276,16 +367,30 @@ def _mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[st
 
 def _propagate(scores: dict[str, float], links: dict[str, set[str]], pool: _Pool) -> dict[str, float]:
     """A memory is understood in its context: each node gains a share of its best-scoring neighbour's score
-    (neighbours: linked events, and the previous and next node of the same type)."""
+    (neighbours: linked events, the previous and next node of the same type, and events of the same scene, i.e.
+    with the same story-time label)."""
     if not scores:
         return scores
     out = dict(scores)
     floor = min(scores.values())
+    best_in_scene: dict[str, list[tuple[float, str]]] = {}  # the two best scored events of each scene
+    for node_id, score in scores.items():
+        if (scene := pool.scenes.get(node_id)) is not None:
+            top = best_in_scene.setdefault(scene, [])
+            top.append((score, node_id))
+            if len(top) > 2:
+                top.sort(reverse=True)
+                top.pop()
     touched = {n for node_id in scores for n in links.get(node_id, ())}  # only neighbours of scored nodes can gain
+    touched.update(i for i in scores if i in pool.scenes)
     for node_id in touched:
         if node_id not in pool.documents:
             continue
-        best = max((scores[n] for n in links[node_id] if n in scores), default=None)
+        best = max((scores[n] for n in links.get(node_id, ()) if n in scores), default=None)
+        other = next((s for s, i in sorted(best_in_scene.get(pool.scenes.get(node_id), ()), reverse=True)
+                      if i != node_id), None)
+        if other is not None and (best is None or other > best):
+            best = other
         if best is not None and best > 0:
             out[node_id] = out.get(node_id, floor) + NEIGHBOUR_SHARE * best
     return out

@@ -1,6 +1,10 @@
 """The vector index: derived state in Chroma, one collection per chat (queries need no filter, and one chat can
 never see another's vectors). Each node's document is built from its type's embedded fields; a content hash per
-node says what must be re-embedded after a commit or a rollback, and what vanished."""
+node says what must be re-embedded after a commit or a rollback, and what vanished.
+
+A second collection per chat holds each event's *source*: the messages it was extracted from (its floors and the
+message before them, which usually holds the question the reply answers). Recall scores an event by its own text
+and by its source, since a short memory loses words that a query may use."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from .graph import Node
 from .store import Store, utc_now
 
 Progress = Callable[[int, int], None]
+NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, events' source messages
 
 
 @register_embedding_function
@@ -74,6 +79,18 @@ def node_document(node: Node, schema: Schema) -> str:
     return "\n".join(values)
 
 
+SOURCE_SPAN = 4  # an event over more floors than this (a summary) has no one source worth scoring
+SOURCE_CHARS = 2000
+
+
+def source_document(node: Node, lines: dict[int, str], event_types: set[str]) -> str:
+    """The messages an event came from: its floors and the one before, as "name: text" lines ("" for others)."""
+    if node.type not in event_types or node.floor_to - node.floor_from + 1 > SOURCE_SPAN:
+        return ""
+    floors = range(max(0, node.floor_from - 1), node.floor_to + 1)
+    return "\n".join(lines[f] for f in floors if f in lines)[:SOURCE_CHARS]
+
+
 def _digest(*parts: object) -> str:
     return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=12).hexdigest()
 
@@ -90,6 +107,7 @@ class SyncReport:
     chat_id: str
     mode: str  # incremental | full | floors
     embedded: int = 0
+    sources_embedded: int = 0  # events' source-message documents
     updated_metadata: int = 0
     deleted: int = 0
     unchanged: int = 0
@@ -115,26 +133,31 @@ class VectorIndex:
             self.client = chromadb.PersistentClient(path=str(Path(store.data_dir) / "chroma"), settings=settings)
 
     @staticmethod
-    def collection_name(chat_id: str) -> str:
+    def collection_name(chat_id: str, kind: str = NODES) -> str:
         # Chroma names allow only [a-zA-Z0-9._-]; chat ids may be anything (Chinese, spaces...).
-        return "mc_" + hashlib.blake2b(chat_id.encode(), digest_size=10).hexdigest()
+        return kind + hashlib.blake2b(chat_id.encode(), digest_size=10).hexdigest()
 
-    def _collection(self, chat_id: str):
+    def _collection(self, chat_id: str, kind: str = NODES):
         return self.client.get_or_create_collection(
-            self.collection_name(chat_id), embedding_function=self.function,
+            self.collection_name(chat_id, kind), embedding_function=self.function,
             metadata={"chat_id": chat_id, "profile": self.profile.key})
 
-    def _state(self, chat_id: str) -> tuple[str | None, dict[str, tuple[str, str]]]:
+    def _state(self, chat_id: str) -> tuple[str | None, dict[str, tuple[str, str, str]]]:
+        """The profile the chat was indexed with, and per node: content, metadata and source hashes (the source
+        hash rides in the content column as "content|source", so no table change was needed for it)."""
         row = self.store.conn.execute("SELECT profile FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
-        hashes = {r[0]: (r[1], r[2]) for r in self.store.conn.execute(
-            "SELECT node_id, content_hash, meta_hash FROM vector_hashes WHERE chat_id=?", (chat_id,))}
+        hashes = {}
+        for node_id, content, meta in self.store.conn.execute(
+                "SELECT node_id, content_hash, meta_hash FROM vector_hashes WHERE chat_id=?", (chat_id,)):
+            item, _, source = content.partition("|")
+            hashes[node_id] = (item or None, meta, source)
         return (row[0] if row else None), hashes
 
     def sync(self, chat_id: str, full: bool = False, floors: tuple[int, int] | None = None,
              progress: Progress | None = None) -> SyncReport:
-        """Bring the chat's collection in line with its graph: embed what is new or changed, update metadata
-        that changed, delete what vanished. `full` re-embeds everything; `floors` re-embeds the nodes whose
-        floor range meets [a, b]. A profile change turns any sync into a full one. Failures are per node."""
+        """Bring the chat's collections in line with its graph and messages: embed what is new or changed, update
+        metadata that changed, delete what vanished. `full` re-embeds everything; `floors` re-embeds the nodes
+        whose floor range meets [a, b]. A profile change turns any sync into a full one. Failures are per node."""
         chat = self.store.chat(chat_id)
         profile_key, hashes = self._state(chat_id)
         if profile_key is not None and profile_key != self.profile.key:
@@ -144,51 +167,70 @@ class VectorIndex:
         if full:
             self.drop(chat_id)
             hashes = {}
-        collection = self._collection(chat_id)
+        collection, sources = self._collection(chat_id), self._collection(chat_id, SOURCES)
         nodes = self.store.graph(chat_id).nodes(archived=None)
-        to_embed, to_update, kept = [], [], {}
+        lines = self.message_lines(chat_id)
+        events = {name for name, spec in chat.schema.types.items() if spec.identity == "event"}
+        items, to_update, kept = [], [], {}
+        source_items, source_gone = [], []
         for node in nodes:
-            document = node_document(node, chat.schema)
+            document, source = node_document(node, chat.schema), source_document(node, lines, events)
             content, meta = _digest(self.profile.key, document), _digest(*_metadata(node).values())
-            old = hashes.get(node.id)
+            source_hash = _digest(self.profile.key, source) if source else ""
+            old_content, old_meta, old_source = hashes.get(node.id, (None, None, ""))
             forced = floors is not None and node.floor_from <= floors[1] and node.floor_to >= floors[0]
-            if old is None or old[0] != content or forced:
-                to_embed.append((node, document, content, meta))
-            elif old[1] != meta:
-                to_update.append((node, content, meta))
+            kept[node.id] = (content, meta, source_hash)
+            if old_content != content or forced:
+                items.append((node, document))
+            elif old_meta != meta:
+                to_update.append(node)
             else:
                 report.unchanged += 1
-                kept[node.id] = old
+            if source and (old_source != source_hash or forced):
+                source_items.append((node, source))
+            elif old_source and not source:
+                source_gone.append(node.id)
         vanished = sorted(set(hashes) - {n.id for n in nodes})
         if vanished:
             collection.delete(ids=vanished)
+            sources.delete(ids=vanished)
             report.deleted = len(vanished)
+        if source_gone:
+            sources.delete(ids=source_gone)
         if to_update:
-            collection.update(ids=[n.id for n, _, _ in to_update], metadatas=[_metadata(n) for n, _, _ in to_update])
+            collection.update(ids=[n.id for n in to_update], metadatas=[_metadata(n) for n in to_update])
             report.updated_metadata = len(to_update)
-            kept.update({n.id: (c, m) for n, c, m in to_update})
-        done = 0
-        for start in range(0, len(to_embed), self.profile.batch_size):
-            batch = to_embed[start:start + self.profile.batch_size]
-            embedded = self._embed(batch, report)
-            if embedded:
-                collection.upsert(ids=[item[0].id for item, _ in embedded], embeddings=[v for _, v in embedded],
-                                  documents=[item[1] for item, _ in embedded],
-                                  metadatas=[_metadata(item[0]) for item, _ in embedded])
-            for (node, _document, content, meta), _vector in embedded:
-                kept[node.id] = (content, meta)
-            report.embedded += len(embedded)
-            done += len(batch)
+        work = [(collection, item) for item in items] + [(sources, item) for item in source_items]
+        for start in range(0, len(work), self.profile.batch_size):
+            batch = work[start:start + self.profile.batch_size]
+            for target in (collection, sources):
+                part = [item for where, item in batch if where is target]
+                embedded = self._embed(part, report, kept, source=target is sources)
+                if embedded:
+                    target.upsert(ids=[n.id for (n, _), _ in embedded], embeddings=[v for _, v in embedded],
+                                  documents=[d for (_, d), _ in embedded],
+                                  metadatas=[_metadata(n) for (n, _), _ in embedded])
+                if target is collection:
+                    report.embedded += len(embedded)
+                else:
+                    report.sources_embedded += len(embedded)
             if progress:
-                progress(done, len(to_embed))
+                progress(min(start + len(batch), len(work)), len(work))
         self._save_state(chat_id, kept)
         return report
 
-    def _embed(self, batch: list, report: SyncReport) -> list:
-        """Embed a batch; if it fails, embed its nodes one by one so one bad node does not stop the rest."""
+    def message_lines(self, chat_id: str) -> dict[int, str]:
+        """Each floor's message as the "name: text" line a source document is made of."""
+        rows = self.store.conn.execute("SELECT floor, name, text FROM messages WHERE chat_id=?", (chat_id,))
+        return {floor: f"{name}: {text}" if name else text for floor, name, text in rows}
+
+    def _embed(self, batch: list, report: SyncReport, kept: dict, source: bool) -> list:
+        """Embed a batch; if it fails, embed its items one by one so one bad node does not stop the rest. A node
+        that failed keeps no hash, so the next sync tries it again."""
+        if not batch:
+            return []
         try:
-            vectors = self.function.embedder.embed_documents([doc for _, doc, _, _ in batch])
-            return list(zip(batch, vectors))
+            return list(zip(batch, self.function.embedder.embed_documents([doc for _, doc in batch])))
         except Exception:  # noqa: BLE001 - retried node by node below, each failure reported
             done = []
             for item in batch:
@@ -196,13 +238,16 @@ class VectorIndex:
                     done.append((item, self.function.embedder.embed_documents([item[1]])[0]))
                 except Exception as exc:  # noqa: BLE001 - reported per node
                     report.failed[item[0].id] = f"{type(exc).__name__}: {exc}"[:300]
+                    content, meta, source_hash = kept[item[0].id]
+                    kept[item[0].id] = (content, meta, "") if source else (None, None, source_hash)
             return done
 
-    def _save_state(self, chat_id: str, hashes: dict[str, tuple[str, str]]) -> None:
+    def _save_state(self, chat_id: str, hashes: dict[str, tuple[str | None, str | None, str]]) -> None:
         with self.store.transaction() as conn:
             conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
             conn.executemany("INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_hash) VALUES (?, ?, ?, ?)",
-                             [(chat_id, node_id, c, m) for node_id, (c, m) in hashes.items()])
+                             [(chat_id, node_id, f"{c or ''}|{s}", m or "") for node_id, (c, m, s) in hashes.items()
+                              if c or s])
             conn.execute("INSERT INTO vector_state (chat_id, profile, updated_at) VALUES (?, ?, ?) "
                          "ON CONFLICT(chat_id) DO UPDATE SET profile=excluded.profile, updated_at=excluded.updated_at",
                          (chat_id, self.profile.key, utc_now()))
@@ -210,24 +255,42 @@ class VectorIndex:
     def drop(self, chat_id: str) -> None:
         """Forget the chat's vectors (the collection and the hashes)."""
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
-        if self.collection_name(chat_id) in names:
-            self.client.delete_collection(self.collection_name(chat_id))
+        for kind in (NODES, SOURCES):
+            if self.collection_name(chat_id, kind) in names:
+                self.client.delete_collection(self.collection_name(chat_id, kind))
         with self.store.transaction() as conn:
             conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
             conn.execute("DELETE FROM vector_state WHERE chat_id=?", (chat_id,))
 
     def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
         """The k nodes of this chat most similar to `text`, as (node id, cosine similarity)."""
-        collection = self._collection(chat_id)
-        count = collection.count()
-        if count == 0 or not text.strip():
+        return self._query(chat_id, NODES, text, k, {})
+
+    def query_sources(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
+        """The k events of this chat whose source messages are most similar to `text`."""
+        return self._query(chat_id, SOURCES, text, k, {})
+
+    def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20
+                   ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """`query` and `query_sources` at once; a text used by both is embedded once."""
+        vectors: dict[str, object] = {}
+        return self._query(chat_id, NODES, text, k, vectors), self._query(chat_id, SOURCES, source_text, k, vectors)
+
+    def _query(self, chat_id: str, kind: str, text: str, k: int, vectors: dict) -> list[tuple[str, float]]:
+        if not text.strip():
             return []
-        vector = self.function.embedder.embed_queries([text])[0]
-        result = collection.query(query_embeddings=[vector], n_results=min(k, count), include=["distances"])
+        collection = self._collection(chat_id, kind)
+        count = collection.count()
+        if count == 0:
+            return []
+        if text not in vectors:
+            vectors[text] = self.function.embedder.embed_queries([text])[0]
+        result = collection.query(query_embeddings=[vectors[text]], n_results=min(k, count), include=["distances"])
         return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
 
     def status(self, chat_id: str) -> dict:
         profile_key, hashes = self._state(chat_id)
         total = len(self.store.graph(chat_id).nodes(archived=None))
         return {"chat": chat_id, "profile": profile_key, "current_profile": self.profile.key,
-                "indexed": len(hashes), "nodes": total, "stale_profile": profile_key not in (None, self.profile.key)}
+                "indexed": sum(1 for c, _, _ in hashes.values() if c), "sources": sum(1 for *_, s in hashes.values() if s),
+                "nodes": total, "stale_profile": profile_key not in (None, self.profile.key)}
