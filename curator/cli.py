@@ -342,6 +342,9 @@ def demo(json_: JsonOpt = False) -> None:
 DEMO_TURNS = (20, 38, 46)
 
 
+from . import cli_curate  # noqa: E402,F401  (registers its commands)
+
+
 def main() -> None:
     # Command modules register themselves on `app` when imported.
     app()
