@@ -88,8 +88,10 @@ def test_invalid_calls_answer_errors_and_change_nothing(ws, memory, chat, name, 
 
 
 def test_writes_are_staged_visible_to_reads_and_not_in_the_store(ws, memory, chat):
+    assert call(ws, "memory_keyword_search", query="salve")["nodes"][0]["id"] == "n_ev1"  # index built here
     created = call(ws, "create_character_sheet", name="Mira", aliases="the courier", goal="deliver the letter")
     event = call(ws, "create_event", summary="Mira arrives with a sealed letter.", importance=7)
+    assert call(ws, "memory_keyword_search", query="sealed letter")["nodes"][0]["id"] == event["id"]  # staged too
     assert event["title"] == "Summary 2"  # numbered on from the chat's events
     call(ws, "memory_link_upsert", links=[{"source": created["id"], "target": event["id"], "relation": "involved_in"}])
     edited = call(ws, "edit_character_sheet", node_id="n_eileen", set_fields={"goal": "repay Rowan"},
@@ -99,6 +101,7 @@ def test_writes_are_staged_visible_to_reads_and_not_in_the_store(ws, memory, cha
     assert call(ws, "memory_node_brief", node_id="n_eileen")["fields"] == {
         "name": "Eileen", "aliases": "the healer, Eli", "goal": "repay Rowan"}
     assert call(ws, "delete_event", node_id=event["id"])["deleted"] == event["id"]
+    assert event["id"] not in {n["id"] for n in call(ws, "memory_keyword_search", query="sealed letter")["nodes"]}
     assert [op["op"] for op in ws.staged] == ["create_node", "create_node", "link", "update_node", "delete_node"]
     assert memory.graph(chat).get(created["id"]) is None  # nothing reached the store
     record = memory.commit(chat, ws.staged, 5, origin="curate")  # the staged ops replay on the real graph
@@ -190,7 +193,7 @@ def test_deeper_summaries_are_shorter(events):
         for j in (0, 3, 6)])
     level1 = [g["node_ids"] for g in call(events, "memory_compaction_candidates", type="event", depth=1)["groups"]]
     assert level1 == []  # three level-1 summaries are below the threshold of nine
-    ids = [n.id for n in tools.compact.roots(events, "event", 1)]
+    ids = tools.compact.roots(events, "event", 1)
     result = call(events, "memory_compact_nodes", type="event", groups=[
         {"decision": "FOLD", "node_ids": ids, "summary": "1\n2\n3\n4\n5"}])
     assert "at most 4 lines" in result["error"]  # depth 2: max(4, ceil(3/3)) lines

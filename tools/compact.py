@@ -31,42 +31,45 @@ def _compressed(ws: Workspace, type_name: str) -> TypeSpec:
     return spec
 
 
-def roots(ws: Workspace, type_name: str, depth: int) -> list[Node]:
-    """Active, unfolded nodes of a type at one level, in story order."""
-    nodes = [n for n in ws.graph.nodes(type=type_name, level=depth) if n.parent is None]
-    nodes.sort(key=lambda n: (n.floor_from, n.floor_to, n.created_at, n.id))
-    return nodes
+def roots(ws: Workspace, type_name: str, depth: int) -> list[str]:
+    """Ids of the active, unfolded nodes of a type at one level, in story order."""
+    return [r[0] for r in ws.conn.execute(
+        "SELECT id FROM nodes WHERE chat_id=? AND type=? AND level=? AND archived=0 AND parent_id IS NULL "
+        "ORDER BY floor_from, floor_to, created_at, id", (ws.chat_id, type_name, depth))]
 
 
-def candidate_groups(ws: Workspace, spec: TypeSpec, depth: int) -> tuple[list[list[Node]], str]:
+def candidate_groups(ws: Workspace, spec: TypeSpec, depth: int) -> tuple[list[list[str]], int, str]:
     """Consecutive groups of `fan_in` roots at `depth` (the newest `keep_recent_leaves` leaves stay out at depth
-    0), once there are at least `threshold` roots; the remainder waits. Returns the groups and why (not)."""
+    0), once there are at least `threshold` roots; the remainder waits. Returns the groups, the number of roots
+    considered and why (not)."""
     c = spec.compression
     if depth >= c.max_depth:
-        return [], f"depth {depth} is the top depth of {spec.name!r} (max_depth {c.max_depth})"
+        return [], 0, f"depth {depth} is the top depth of {spec.name!r} (max_depth {c.max_depth})"
     nodes = roots(ws, spec.name, depth)
     if depth == 0 and c.keep_recent_leaves:
         nodes = nodes[:-c.keep_recent_leaves]
     if len(nodes) < max(2, c.threshold):
-        return [], f"{len(nodes)} node(s) at depth {depth}, below the threshold of {max(2, c.threshold)}"
+        return [], len(nodes), f"{len(nodes)} node(s) at depth {depth}, below the threshold of {max(2, c.threshold)}"
     groups = [nodes[i:i + c.fan_in] for i in range(0, len(nodes) - c.fan_in + 1, c.fan_in)]
-    return groups, f"{len(nodes)} node(s) at depth {depth}: {len(groups)} group(s) of {c.fan_in}"
+    return groups, len(nodes), f"{len(nodes)} node(s) at depth {depth}: {len(groups)} group(s) of {c.fan_in}"
 
 
-def memory_compaction_candidates(ws: Workspace, type: str, depth: int = 0) -> dict:
+def memory_compaction_candidates(ws: Workspace, type: str, depth: int = 0, limit: int = 10) -> dict:
     """Groups of nodes of a compressed type that are due to be folded at one depth (0 = leaves): consecutive
-    unfolded nodes, `fan_in` at a time, once there are `threshold` of them (the newest leaves stay out).
-    Decide each group with memory_compact_nodes, then call this again for the next depth."""
+    unfolded nodes, `fan_in` at a time, once there are `threshold` of them (the newest leaves stay out). The
+    oldest `limit` groups are shown. Decide them with memory_compact_nodes, call this again until no group is
+    offered, then go on with the next depth."""
     spec = _compressed(ws, type)
     if depth < 0:
         raise ToolError("depth must be >= 0")
-    groups, why = candidate_groups(ws, spec, depth)
+    groups, count, why = candidate_groups(ws, spec, depth)
     c = spec.compression
-    return {"type": type, "depth": depth, "why": why,
+    shown = [[ws.graph.get(i) for i in group] for group in groups[:max(1, min(limit, 50))]]
+    return {"type": type, "depth": depth, "nodes_at_depth": count, "why": why, "groups_waiting": len(groups),
             "settings": {"fan_in": c.fan_in, "threshold": c.threshold, "keep_recent_leaves": c.keep_recent_leaves,
                          "max_depth": c.max_depth},
             "groups": [{"node_ids": [n.id for n in group], "nodes": [brief(n, ws, chars=400) for n in group],
-                        "fold_limits": summary_limits(depth + 1, len(group), _chars(ws, group))} for group in groups]}
+                        "fold_limits": summary_limits(depth + 1, len(group), _chars(ws, group))} for group in shown]}
 
 
 def _chars(ws: Workspace, nodes: list[Node]) -> int:

@@ -4,10 +4,13 @@ ToolError with a hint when a call cannot be answered."""
 
 from __future__ import annotations
 
+import json
+import math
 from collections import Counter, deque
+from types import SimpleNamespace
 
 from curator.graph import Node
-from curator.lexical import BM25
+from curator.lexical import BM25, tokenize
 from curator.vectors import node_document
 
 from .workspace import ToolError, Workspace
@@ -57,13 +60,17 @@ def memory_list_candidates(ws: Workspace, types: list[str] | None = None, exclud
                            limit: int = 30) -> dict:
     """Active top-level nodes (summaries stand for the nodes folded into them), newest first, as brief lines.
     `types` narrows to some types; `exclude_recent_floors` leaves out nodes that reach into the last N floors."""
-    types = _check_types(ws, types)
+    types = _check_types(ws, types) or list(ws.schema.types)
     limit = max(1, min(limit, MAX_LIST))
-    horizon = ws.latest_floor - exclude_recent_floors if exclude_recent_floors > 0 else None
-    nodes = [n for name in (types or ws.schema.types) for n in ws.graph.nodes(type=name)
-             if n.parent is None and (horizon is None or n.floor_to <= horizon)]
-    nodes.sort(key=lambda n: (n.floor_to, n.floor_from, n.id), reverse=True)
-    return {"total": len(nodes), "nodes": [brief(n, ws) for n in nodes[:limit]]}
+    where = (f"chat_id=? AND archived=0 AND parent_id IS NULL AND type IN ({', '.join('?' * len(types))})"
+             " AND floor_to <= ?")
+    params = (ws.chat_id, *types, ws.latest_floor - max(0, exclude_recent_floors) if exclude_recent_floors > 0
+              else 2 ** 62)
+    total = ws.conn.execute(f"SELECT COUNT(*) FROM nodes WHERE {where}", params).fetchone()[0]
+    ids = [r[0] for r in ws.conn.execute(
+        f"SELECT id FROM nodes WHERE {where} ORDER BY floor_to DESC, floor_from DESC, id DESC LIMIT ?",
+        (*params, limit))]
+    return {"total": total, "nodes": [brief(ws.graph.get(i), ws) for i in ids]}
 
 
 def memory_edge_summary(ws: Workspace, node_id: str, relations: list[str] | None = None, limit: int = 8) -> dict:
@@ -136,14 +143,42 @@ def memory_keyword_search(ws: Workspace, query: str, types: list[str] | None = N
     types = _check_types(ws, types)
     if not query.strip():
         raise ToolError("query is empty", "Give a few words to search for.")
-    key = ("bm25", ws.version)
-    if key not in ws.caches:
-        nodes = ws.graph.nodes()
-        ws.caches = {k: v for k, v in ws.caches.items() if k[0] != "bm25"}
-        ws.caches[key] = (nodes, BM25([f"{n.title}\n{node_document(n, ws.schema)}" for n in nodes]))
-    nodes, bm25 = ws.caches[key]
-    hits = [(nodes[i], s) for i, s in bm25.top(query, 10 * max(k, 1)) if not types or nodes[i].type in types]
-    return {"nodes": [brief(n, ws) | {"score": round(s, 3)} for n, s in hits[:max(1, min(k, 50))]]}
+    if "bm25" not in ws.caches:  # built once per run; nodes the run changes are scored on their own below
+        rows = [SimpleNamespace(id=r[0], type=r[1], title=r[2], fields=json.loads(r[3])) for r in ws.conn.execute(
+            "SELECT id, type, title, fields_json FROM nodes WHERE chat_id=? AND archived=0", (ws.chat_id,))]
+        ws.caches["bm25"] = (ws.version, rows, BM25([_text(n, ws) for n in rows]))
+    built, rows, bm25 = ws.caches["bm25"]
+    changed = {i for i, v in ws.touched.items() if v > built}
+    k = max(1, min(k, 50))
+    hits = [(ws.graph.get(rows[i].id), s) for i, s in bm25.top(query, 10 * k + len(changed))
+            if rows[i].id not in changed and (not types or rows[i].type in types)][:k]
+    for node_id in changed:
+        node = ws.graph.get(node_id)
+        if node is not None and not node.archived and (not types or node.type in types):
+            score = _bm25_score(bm25, query, _text(node, ws))
+            if score > 0:
+                hits.append((node, score))
+    hits.sort(key=lambda h: -h[1])
+    return {"nodes": [brief(n, ws) | {"score": round(s, 3)} for n, s in hits[:k]]}
+
+
+def _text(node: Node | SimpleNamespace, ws: Workspace) -> str:
+    return f"{node.title}\n{node_document(node, ws.schema)}"
+
+
+def _bm25_score(bm25: BM25, query: str, text: str) -> float:
+    """A document's BM25 score against an index's statistics, for a document the index does not hold."""
+    terms = Counter(tokenize(text))
+    length = sum(terms.values())
+    n = len(bm25.docs)
+    score = 0.0
+    for term in set(tokenize(query)):
+        tf = terms.get(term, 0)
+        if tf:
+            idf = bm25.idf.get(term, math.log(1 + (n + 0.5) / 0.5))
+            norm = tf + bm25.k1 * (1 - bm25.b + bm25.b * length / (bm25.avg or 1))
+            score += idf * tf * (bm25.k1 + 1) / norm
+    return score
 
 
 def memory_vector_search(ws: Workspace, query: str, types: list[str] | None = None, k: int = 10) -> dict:

@@ -56,6 +56,7 @@ class Workspace:
     staged: list[dict] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     version: int = 0  # bumped by every staged write (read caches key on it)
+    touched: dict[str, int] = field(default_factory=dict)  # node id -> the version that last changed it
     caches: dict = field(default_factory=dict)
 
     @classmethod
@@ -63,20 +64,27 @@ class Workspace:
              latest_floor: int | None = None, index: Any = None) -> Workspace:
         """Copy the chat's graph tables into a fresh in-memory database (one SQL statement per table)."""
         chat = store.chat(chat_id)
-        conn = sqlite3.connect("file::memory:", uri=True, isolation_level=None, check_same_thread=False, factory=_Connection)
+        conn = sqlite3.connect("file::memory:", uri=True, isolation_level=None, check_same_thread=False,
+                               factory=_Connection)
         conn.path = ":memory: (curator workspace)"
         conn.row_factory = sqlite3.Row
-        tables = store.conn.execute(
-            f"SELECT sql FROM sqlite_master WHERE tbl_name IN ({', '.join('?' * len(GRAPH_TABLES))}) "
+        ddl = store.conn.execute(
+            f"SELECT type, sql FROM sqlite_master WHERE tbl_name IN ({', '.join('?' * len(GRAPH_TABLES))}) "
             "AND sql IS NOT NULL", GRAPH_TABLES).fetchall()
-        for (sql,) in tables:
-            conn.execute(sql)
+        for kind, sql in ddl:
+            if kind == "table":
+                conn.execute(sql)
         _attach(conn, store)
         try:
+            conn.execute("BEGIN")
             for table in GRAPH_TABLES:
                 conn.execute(f"INSERT INTO main.{table} SELECT * FROM source.{table} WHERE chat_id=?", (chat_id,))
+            conn.execute("COMMIT")
         finally:
             conn.execute("DETACH DATABASE source")
+        for kind, sql in ddl:  # indexes after the copy: building them once is cheaper than growing them row by row
+            if kind == "index":
+                conn.execute(sql)
         if latest_floor is None:
             row = store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()
             latest_floor = max(anchor, row[0] if row[0] is not None else 0)
@@ -105,6 +113,9 @@ class Workspace:
         self.conn.execute("RELEASE stage")
         self.staged.extend(done)
         self.version += 1
+        for op in done:
+            for node_id in [op.get("id"), *op.get("children", [])] if op["op"] not in ("link", "unlink") else []:
+                self.touched[node_id] = self.version
         return done
 
     def spec(self, type_name: str):
