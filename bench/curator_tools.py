@@ -214,16 +214,18 @@ def main() -> None:
 
     def render(report: dict) -> str:
         t, c = report["results"]["tools"], report["results"]["compaction"]
-        lines = [f"Part 1: {t['nodes']:,} nodes, {t['edges']:,} edges (built in {t['build_s']} s); {t['runs']} runs of "
-                 f"{t['tool_calls_per_run']} tool calls",
+        head = (f"Part 1: {t['nodes']:,} nodes, {t['edges']:,} edges (built in {t['build_s']} s); {t['runs']} runs of "
+                f"{t['tool_calls_per_run']} tool calls")
+        tail = (f"Part 2: {c['leaves']} leaf events folded to level {c['top_level']} in {c['commits']} curator runs "
+                f"(commits), {c['model_requests']} model requests, {c['tool_calls']} tool calls, {c['seconds']} s "
+                f"(run p50 {c['run']['p50_ms']} ms)")
+        lines = [head,
                  table(["", "p50 ms", "mean ms", "max ms"],
                        [(name, t[name]["p50_ms"], t[name]["mean_ms"], t[name]["max_ms"])
                         for name in ("workspace_open", "per_call", "run")]),
                  f"whole run per tool call: {t['run_ms_per_call']} ms", "",
                  table(["tool", "mean ms"], list(t["per_tool_mean_ms"].items())), "",
-                 f"Part 2: {c['leaves']} leaf events folded to level {c['top_level']} in {c['commits']} curator runs "
-                 f"(commits), {c['model_requests']} model requests, {c['tool_calls']} tool calls, {c['seconds']} s "
-                 f"(run p50 {c['run']['p50_ms']} ms)",
+                 tail,
                  table(["level", "active", "archived"], [(r["level"], r["active"], r["archived"]) for r in c["levels"]])]
         return "\n".join(lines)
 

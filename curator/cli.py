@@ -342,7 +342,7 @@ def demo(json_: JsonOpt = False) -> None:
 DEMO_TURNS = (20, 38, 46)
 
 
-from . import cli_curate  # noqa: E402,F401  (registers its commands)
+from . import cli_curate  # noqa: F401  (registers its commands)
 
 
 def main() -> None:
