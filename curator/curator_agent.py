@@ -9,7 +9,7 @@ latency and the ops committed."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UsageLimitExceeded
@@ -22,7 +22,7 @@ from tools import ToolCall, Workspace, agent_tools, run_tools
 
 from .errors import CuratorError, OpError
 from .extractor import _reason, assistant_floors
-from .llm import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
+from .llm import CallRecord, LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
 from .messages import Message
 from .settings import Settings
 from .store import CommitRecord, Store
@@ -44,6 +44,7 @@ class CurateResult:
     reply: str = ""
     reason: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
+    requests: list[CallRecord] = field(default_factory=list)  # one per model request: tokens, latency, error
     usage: Usage = field(default_factory=Usage)
     latency_ms: float = 0.0
 
@@ -52,6 +53,7 @@ class CurateResult:
                 "ok": self.ok, "dry_run": self.dry_run, "commit": self.commit.id if self.commit else None,
                 "ops": self.staged_ops, "reply": self.reply, "reason": self.reason,
                 "tool_calls": [c.to_dict() for c in self.tool_calls], "model_requests": self.usage.calls,
+                "requests": [asdict(r) for r in self.requests],
                 "usage": self.usage.to_dict(), "latency_ms": round(self.latency_ms, 1)}
 
 
@@ -111,6 +113,7 @@ class Curator:
         if not result.ok:
             result.staged_ops = list(ws.staged)  # what it would have written, for the trace
         result.tool_calls = list(ws.calls)
+        result.requests = list(trace.records)
         result.usage = trace.usage()
         result.latency_ms = (time.perf_counter() - started) * 1000
         log_calls(self.store, chat_id, trace.records)

@@ -77,6 +77,7 @@ def test_a_run_is_one_commit_anchored_at_its_floor_with_a_trace(live, chat):
     assert result.usage.calls == 4 and result.usage.input_tokens > 0
     data = result.to_dict()
     assert data["model_requests"] == 4 and data["tool_calls"][1]["result"]["title"] == "Mira"
+    assert [r["task"] for r in data["requests"]] == ["curate"] * 4 and data["requests"][0]["input_tokens"] > 0
     mira = live.graph(chat).find_by_name("mira")[0]
     assert [n.title for _, n in live.graph(chat).neighbours(mira.id)] == ["Summary 2"]
     assert live.usage(chat)["usage"]["curate"]["calls"] == 4  # every request logged with its task
