@@ -89,6 +89,7 @@ def test_write_tools_follow_the_cadence(live, chat):
     live.curate(chat, floor=1, model=first.model)  # step 1: location_state (every 3rd) is inactive
     assert "create_event" in first.tools[0] and not any("location_state" in t for t in first.tools[0])
     assert "memory_compact_nodes" in first.tools[0] and "memory_find_by_name" in first.tools[0]
+    assert "memory_vector_search" not in first.tools[0]  # the chat has no vectors yet
     third = Session("nothing to do")
     live.curate(chat, floor=5, model=third.model)  # step 3: it is active
     assert {"create_location_state", "edit_location_state", "delete_location_state"} <= third.tools[0]
@@ -97,6 +98,14 @@ def test_write_tools_follow_the_cadence(live, chat):
     result = live.curate(chat, floor=3, model=sneaky.model)
     assert "Unknown tool name: 'create_location_state'" in sneaky.prompts[1]
     assert result.ok and not live.graph(chat).find_by_name("Ashwood")
+
+
+def test_vector_search_is_offered_once_the_chat_has_vectors(live, chat):
+    live.rebuild_vectors(chat)
+    session = Session([("memory_vector_search", {"query": "healer"})], "done")
+    result = live.curate(chat, floor=1, model=session.model)
+    assert "memory_vector_search" in session.tools[0]
+    assert result.tool_calls[0].ok and result.tool_calls[0].result["nodes"][0]["id"] == "n_eileen"
 
 
 def test_the_cap_stops_a_run_and_commits_nothing(live, chat):

@@ -41,6 +41,8 @@ def test_read_tools(ws):
     assert "contains" not in {r["name"] for r in schema["relations"]}  # engine-internal relation hidden
     listed = call(ws, "memory_list_candidates", types=["character_sheet"])
     assert listed["total"] == 2 and {n["id"] for n in listed["nodes"]} == {"n_eileen", "n_rowan"}
+    assert call(ws, "memory_list_candidates", exclude_recent_floors=2)["total"] == 4  # the run is at floor 5
+    assert call(ws, "memory_list_candidates", exclude_recent_floors=3)["total"] == 0  # all made at floor 3
     brief = call(ws, "memory_node_brief", node_id="n_ev1")
     assert brief["fields"]["summary"].startswith("Rowan gives") and brief["floors"] == [3, 3]
     assert brief["edges"]["degree"] == 3 and brief["edges"]["by_relation"] == {"involved_in": 2, "occurred_at": 1}
@@ -100,9 +102,12 @@ def test_writes_are_staged_visible_to_reads_and_not_in_the_store(ws, memory, cha
     assert call(ws, "memory_find_by_name", name="The Courier")["nodes"][0]["id"] == created["id"]
     assert call(ws, "memory_node_brief", node_id="n_eileen")["fields"] == {
         "name": "Eileen", "aliases": "the healer, Eli", "goal": "repay Rowan"}
+    assert call(ws, "memory_link_delete", source="n_rowan", target="n_ev1", relation="involved_in")["ok"]
+    assert [e.relation for e in ws.graph.edges("n_rowan")] == []
     assert call(ws, "delete_event", node_id=event["id"])["deleted"] == event["id"]
     assert event["id"] not in {n["id"] for n in call(ws, "memory_keyword_search", query="sealed letter")["nodes"]}
-    assert [op["op"] for op in ws.staged] == ["create_node", "create_node", "link", "update_node", "delete_node"]
+    assert [op["op"] for op in ws.staged] == ["create_node", "create_node", "link", "update_node", "unlink",
+                                              "delete_node"]
     assert memory.graph(chat).get(created["id"]) is None  # nothing reached the store
     record = memory.commit(chat, ws.staged, 5, origin="curate")  # the staged ops replay on the real graph
     assert memory.graph(chat).get(created["id"]).fields["goal"] == "deliver the letter"
@@ -199,3 +204,16 @@ def test_deeper_summaries_are_shorter(events):
     assert "at most 4 lines" in result["error"]  # depth 2: max(4, ceil(3/3)) lines
     assert call(events, "memory_compact_nodes", type="event", groups=[
         {"decision": "FOLD", "node_ids": ids, "summary": "The road, days 0-8."}])["groups"][0]["level"] == 2
+
+
+def test_vector_search_over_the_chat_index(memory, chat):
+    memory.rebuild_vectors(chat)
+    workspace = Workspace.open(memory.store, chat, anchor=5, seq=1, active_types=["event"], index=memory.index)
+    try:
+        call(workspace, "memory_compact_nodes", type="event", groups=[{"decision": "DROP", "node_ids": ["n_ev1"]}])
+        hits = call(workspace, "memory_vector_search", query="the healer who travels", k=3)["nodes"]
+        assert hits[0]["id"] == "n_eileen" and "n_ev1" not in {h["id"] for h in hits}  # archived in this run
+        assert call(workspace, "memory_vector_search", query="healer", types=["location_state"])["nodes"][0]["type"] \
+            == "location_state"
+    finally:
+        workspace.close()
