@@ -47,7 +47,9 @@ class IngestReport:
     def to_dict(self) -> dict:
         failed = self.failed
         return {"chat": self.chat_id, "floors": self.floors, "steps_due": self.steps_due,
-                "steps_done": sum(r.ok for r in self.results), "curated": sum(r.ok for r in self.curated),
+                # a step is an extraction, or a curator run when the curator is the only channel
+                "steps_done": sum(r.ok for r in (self.results or self.curated)),
+                "curated": sum(r.ok for r in self.curated),
                 "rolled_back_from": self.rolled_back_from,
                 "failed": failed.to_dict() if failed else None, "usage": self.usage().to_dict(),
                 "seconds": round(self.seconds, 3)}

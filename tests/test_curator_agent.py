@@ -226,6 +226,7 @@ def test_channels_curator_and_both(memory, tmp_path):
         report = asyncio.run(ingest(memory.store, chat_id, path, memory.settings, model=FunctionModel(extractor),
                                     curate_model=FunctionModel(curator)))
         assert report.failed is None and len(report.curated) == 3
+        assert report.to_dict()["steps_done"] == 3 and report.to_dict()["curated"] == 3
         origins = [c.origin for c in memory.store.commits(chat_id)]
         summaries = sorted(n.fields["summary"] for n in memory.graph(chat_id).nodes(type="event"))
         if channel == "curator":

@@ -126,7 +126,7 @@ def _edit_tool(spec: TypeSpec) -> ToolSpec:
             op["title"] = given.title.strip()
         if given.importance is not None:
             op["importance"] = given.importance
-        if not changes and not given.clear_fields and len(op) == 4:
+        if not (changes or given.clear_fields or "title" in op or "importance" in op):
             raise ToolError("nothing to change", "Give set_fields, clear_fields, title or importance.")
         if ws.anchor > node.floor_to:
             op["floor_to"] = ws.anchor
