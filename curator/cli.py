@@ -247,13 +247,13 @@ def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
 def recall(
     chat: ChatOpt,
     query: Annotated[str, typer.Option("--query", "-q", help="The user's message (or the recent turns).")],
-    mode: Annotated[str | None, typer.Option(help="hybrid (default) | rag")] = None,
+    mode: Annotated[str | None, typer.Option(help="hybrid (default) | rag | llm")] = None,
     budget: Annotated[int | None, typer.Option(help="Token budget for both blocks.")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Recall the memories for the next generation and show the injection."""
-    if mode not in (None, "hybrid", "rag"):
-        raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid or --mode rag.")
+    if mode not in (None, "hybrid", "rag", "llm"):
+        raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid, rag or llm.")
     with open_memory() as memory:
         options = {"budget_tokens": budget} if budget else {}
         injection = memory.recall(chat, query, mode=mode, **options)
@@ -340,6 +340,9 @@ def demo(json_: JsonOpt = False) -> None:
 
 
 DEMO_TURNS = (20, 38, 46)
+
+
+from . import cli_curate  # noqa: F401  (registers its commands)
 
 
 def main() -> None:

@@ -47,18 +47,19 @@ def assistant_floors(messages: list[Message]) -> list[int]:
     return [i for i, m in enumerate(messages) if m.role == "assistant" and m.text.strip()]
 
 
-def last_extracted_floor(store: Store, chat_id: str) -> int:
-    """The processed-floor pointer: the newest floor an extraction commit is anchored at (-1 if none). It lives
-    in the commit log, so a rollback moves it back by itself."""
-    row = store.conn.execute("SELECT MAX(anchor_floor) FROM commits WHERE chat_id=? AND origin='extract'",
-                             (chat_id,)).fetchone()
+def last_extracted_floor(store: Store, chat_id: str, origin: str = "extract") -> int:
+    """The processed-floor pointer: the newest floor an extraction commit (with the `curator` channel: a curator
+    commit) is anchored at (-1 if none). It lives in the commit log, so a rollback moves it back by itself."""
+    row = store.conn.execute("SELECT MAX(anchor_floor) FROM commits WHERE chat_id=? AND origin=?",
+                             (chat_id, origin)).fetchone()
     return -1 if row[0] is None else row[0]
 
 
 def due_floors(store: Store, chat_id: str, settings: Settings) -> list[tuple[int, int]]:
     """(floor, seq) of the replies still to extract, every `extract_every` replies."""
-    every = settings.for_chat(store.chat(chat_id).settings).extraction.extract_every
-    pointer = last_extracted_floor(store, chat_id)
+    extraction = settings.for_chat(store.chat(chat_id).settings).extraction
+    every = extraction.extract_every
+    pointer = last_extracted_floor(store, chat_id, "curate" if extraction.channel == "curator" else "extract")
     floors = assistant_floors(store.messages(chat_id))
     return [(f, seq) for seq, f in enumerate(floors, start=1) if f > pointer and seq % every == 0]
 

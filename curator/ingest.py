@@ -30,23 +30,27 @@ class IngestReport:
     floors: int
     steps_due: int
     results: list[ExtractionResult] = field(default_factory=list)
+    curated: list = field(default_factory=list)  # CurateResult of each curator run (channel curator or both)
     rolled_back_from: int | None = None
     seconds: float = 0.0
 
     @property
     def failed(self) -> ExtractionResult | None:
-        return next((r for r in self.results if not r.ok), None)
+        return next((r for r in (*self.results, *self.curated) if not r.ok), None)
 
     def usage(self) -> Usage:
         total = Usage()
-        for r in self.results:
+        for r in (*self.results, *self.curated):
             total.merge(r.usage)
         return total
 
     def to_dict(self) -> dict:
         failed = self.failed
         return {"chat": self.chat_id, "floors": self.floors, "steps_due": self.steps_due,
-                "steps_done": sum(r.ok for r in self.results), "rolled_back_from": self.rolled_back_from,
+                # a step is an extraction, or a curator run when the curator is the only channel
+                "steps_done": sum(r.ok for r in (self.results or self.curated)),
+                "curated": sum(r.ok for r in self.curated),
+                "rolled_back_from": self.rolled_back_from,
                 "failed": failed.to_dict() if failed else None, "usage": self.usage().to_dict(),
                 "seconds": round(self.seconds, 3)}
 
@@ -64,7 +68,7 @@ def first_changed_floor(stored: list[Message], incoming: list[Message]) -> int |
 async def ingest(store: Store, chat_id: str, path: str | Path, settings: Settings, *,
                  schema: Schema | str = "default", model: Model | None = None,
                  on_step: Callable[[ExtractionResult, int, int], None] | None = None,
-                 limit: int | None = None) -> IngestReport:
+                 limit: int | None = None, curate_model: Model | None = None) -> IngestReport:
     """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new)."""
     started = time.perf_counter()
     messages = read_chat(path).messages
@@ -81,9 +85,19 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
     report = IngestReport(chat_id, len(messages), len(due), rolled_back_from=rolled_back)
     now = due if limit is None else due[:limit]
     extractor = Extractor(store, settings, model=model)
+    channel = settings.for_chat(store.chat(chat_id).settings).extraction.channel
+    curator = None
+    if channel != "extractor":  # the curator writes too (`both`: after the extractor, seeing what it wrote)
+        from .curator_agent import Curator
+
+        curator = Curator(store, settings, model=curate_model)
     for done, (floor, _seq) in enumerate(now, start=1):
-        result = await extractor.extract(chat_id, floor, messages)
-        report.results.append(result)
+        if channel != "curator":
+            result = await extractor.extract(chat_id, floor, messages)
+            report.results.append(result)
+        if curator is not None and (channel == "curator" or result.ok):
+            result = await curator.curate(chat_id, floor)
+            report.curated.append(result)
         if on_step:
             on_step(result, done, len(now))
         if not result.ok:

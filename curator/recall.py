@@ -91,6 +91,10 @@ class Recaller:
         self._ensure_synced(chat_id, version)
         if mode == "rag":
             chosen = self._rag(chat_id, query, pool, opts, injection)
+        elif mode == "llm":  # the model picks over a few rounds; falls back to hybrid on any failure
+            from .llm_recall import llm_recall
+
+            chosen = llm_recall(self, chat_id, version, graph, query, pool, opts, injection)
         else:
             chosen = self._hybrid(chat_id, version, graph, query, pool, opts)
             if opts.llm_rerank and chosen:

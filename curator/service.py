@@ -23,6 +23,7 @@ from .store import Chat, CommitRecord, RollbackResult, Store
 from .usage_log import extraction_failures, usage_totals
 
 if TYPE_CHECKING:
+    from .curator_agent import CurateResult
     from .injection import Injection
     from .recall import Recaller
     from .vectors import SyncReport, VectorIndex
@@ -162,6 +163,20 @@ class Memory:
         """Import a graph file into `chat_id` (created with the file's schema when new) as one commit."""
         graph, schema, source = read_graph_file(path, **({"max_bytes": max_bytes} if max_bytes else {}))
         return import_graph(self.store, chat_id, graph, schema, mode, floor, source)
+
+    # ---- the memory_curator agent (issue 5) ----------------------------------------------------------------
+    def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
+               dry_run: bool = False, max_requests: int | None = None, model: Model | None = None) -> CurateResult:
+        """Run the memory_curator agent for the reply at `floor` (default: the newest) or for a reply the
+        orchestrator drafted (`draft_reply`, at the floor it will take). Its writes land as one commit anchored
+        at that floor (none with `dry_run`: the result lists the ops it would commit); the result is the run's
+        trace: tool calls, model requests, tokens, latency, ops. `model` replaces the `curate` profile's."""
+        from .curator_agent import Curator
+
+        self.store.chat(chat_id)
+        has_vectors = self.store.conn.execute("SELECT 1 FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
+        curator = Curator(self.store, self.settings, model=model, index=self.index if has_vectors else None)
+        return asyncio.run(curator.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests))
 
 
 def open(data_dir: str | Path | None = None) -> Memory:

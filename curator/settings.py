@@ -53,6 +53,10 @@ class ExtractionSettings(_Strict):
     language: str = "auto"  # "auto" = the chat's language
     output_retries: int = Field(default=2, ge=0)  # invalid output goes back to the model this many times
     max_known_entities: int = Field(default=200, ge=0)
+    # Who writes memory after a reply: the built-in extractor, the memory_curator agent, or both (the curator
+    # then runs second and sees what the extractor wrote).
+    channel: Literal["extractor", "curator", "both"] = "extractor"
+    curator_max_requests: int = Field(default=16, ge=1, le=100)  # model requests per curator run
 
 
 class RerankProfile(_Strict):

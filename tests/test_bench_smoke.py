@@ -31,6 +31,7 @@ RESULT_KEYS = {
 }
 RESULT_KEYS["ingest_overhead"] = {"replies", "failed", "seconds", "replies_per_s", "step", "model", "overhead",
                                   "nodes_active", "edges", "commits"}
+RESULT_KEYS["curator_tools"] = {"tools", "compaction"}
 LATENCY_KEYS = {"p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms"}
 ROLLBACK_ROW_KEYS = {
     "size", "built_commits", "truncated", "build_s", "build_commits_per_s", "rollback_ms", "rollback_ms_runs",
@@ -85,3 +86,12 @@ def test_ingest_overhead_quick():
     assert results["failed"] is False and results["replies"] == 50 and results["commits"] == 50
     for part in ("step", "model", "overhead"):
         assert LATENCY_KEYS <= results[part].keys()
+
+
+def test_curator_tools_quick():
+    results = run_quick("curator_tools")["results"]
+    tools, compaction = results["tools"], results["compaction"]
+    assert LATENCY_KEYS <= tools["per_call"].keys() and LATENCY_KEYS <= tools["workspace_open"].keys()
+    assert tools["tool_calls_per_run"] == 13 and "memory_keyword_search" in tools["per_tool_mean_ms"]
+    assert compaction["commits"] >= 1 and compaction["top_level"] >= 2
+    assert sum(level["active"] + level["archived"] for level in compaction["levels"][:1]) == compaction["leaves"]

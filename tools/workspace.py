@@ -1,0 +1,148 @@
+"""The workspace of one curator run: a private in-memory copy of one chat's graph where the run's writes are
+staged. Every write is applied to the copy at once (checked by the same code that checks a commit), so the
+model's next read sees it; the real store changes only when the run ends and commits the staged ops as one
+commit. A run that fails or is a dry run simply throws the copy away."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from curator.db import DB_FILENAME, _Connection
+from curator.errors import CuratorError, OpError
+from curator.ops import dump_ops, parse_ops
+from curator.projection import Applier
+from curator.queries import GraphView
+from curator.store import Store, utc_now
+from schemas import Schema
+
+GRAPH_TABLES = ("nodes", "node_names", "edges")
+
+
+class ToolError(CuratorError):
+    """A tool call that cannot be done as asked; the message says why and the hint what to call instead."""
+
+
+@dataclass
+class ToolCall:
+    """One tool call of a run, as the trace shows it."""
+
+    name: str
+    args: dict
+    result: Any
+    ok: bool
+    ms: float
+
+    def to_dict(self) -> dict:
+        return {"tool": self.name, "args": self.args, "ok": self.ok, "ms": round(self.ms, 3), "result": self.result}
+
+
+@dataclass
+class Workspace:
+    """What every tool works on: the chat, its schema, the run's floor and cadence step, the staged copy."""
+
+    store: Store
+    chat_id: str
+    schema: Schema
+    conn: sqlite3.Connection
+    anchor: int  # the floor this run curates; staged ops are anchored here
+    seq: int  # the cadence step: a type is active when seq % extract_every == 0
+    active_types: list[str]
+    latest_floor: int
+    index: Any = None  # a curator.vectors.VectorIndex, when the chat has one
+    staged: list[dict] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    version: int = 0  # bumped by every staged write (read caches key on it)
+    touched: dict[str, int] = field(default_factory=dict)  # node id -> the version that last changed it
+    caches: dict = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, store: Store, chat_id: str, anchor: int, seq: int, active_types: list[str],
+             latest_floor: int | None = None, index: Any = None) -> Workspace:
+        """Copy the chat's graph tables into a fresh in-memory database (one SQL statement per table)."""
+        chat = store.chat(chat_id)
+        conn = sqlite3.connect("file::memory:", uri=True, isolation_level=None, check_same_thread=False,
+                               factory=_Connection)
+        conn.path = ":memory: (curator workspace)"
+        conn.row_factory = sqlite3.Row
+        ddl = store.conn.execute(
+            f"SELECT type, sql FROM sqlite_master WHERE tbl_name IN ({', '.join('?' * len(GRAPH_TABLES))}) "
+            "AND sql IS NOT NULL", GRAPH_TABLES).fetchall()
+        for kind, sql in ddl:
+            if kind == "table":
+                conn.execute(sql)
+        _attach(conn, store)
+        try:
+            conn.execute("BEGIN")
+            for table in GRAPH_TABLES:
+                conn.execute(f"INSERT INTO main.{table} SELECT * FROM source.{table} WHERE chat_id=?", (chat_id,))
+            conn.execute("COMMIT")
+        finally:
+            conn.execute("DETACH DATABASE source")
+        for kind, sql in ddl:  # indexes after the copy: building them once is cheaper than growing them row by row
+            if kind == "index":
+                conn.execute(sql)
+        if latest_floor is None:
+            row = store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()
+            latest_floor = max(anchor, row[0] if row[0] is not None else 0)
+        return cls(store, chat_id, chat.schema, conn, anchor, seq, list(active_types), latest_floor, index)
+
+    @property
+    def graph(self) -> GraphView:
+        """Read-only queries over the staged copy (what the store would hold if the run committed now)."""
+        return GraphView(self.conn, self.chat_id)
+
+    def stage(self, ops: list[dict]) -> list[dict]:
+        """Apply `ops` to the copy, all or nothing, and keep them for the run's commit. Raises OpError (for the
+        model to read) when an op is invalid; the copy is then as it was. Returns the ops with ids filled in."""
+        try:
+            parsed = parse_ops(ops)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise OpError(f"{'.'.join(str(p) for p in err['loc'][1:])}: {err['msg']}") from None
+        self.conn.execute("SAVEPOINT stage")
+        try:
+            done = dump_ops(Applier(self.conn, self.chat_id, self.schema, self.anchor, utc_now()).apply(parsed))
+        except BaseException:
+            self.conn.execute("ROLLBACK TO stage")
+            self.conn.execute("RELEASE stage")
+            raise
+        self.conn.execute("RELEASE stage")
+        self.staged.extend(done)
+        self.version += 1
+        for op in done:
+            for node_id in [op.get("id"), *op.get("children", [])] if op["op"] not in ("link", "unlink") else []:
+                self.touched[node_id] = self.version
+        return done
+
+    def spec(self, type_name: str):
+        spec = self.schema.type(type_name)
+        if spec is None:
+            raise ToolError(f"unknown type {type_name!r}; this chat's types are: {', '.join(self.schema.types)}",
+                            "Call memory_schema to see the types and their fields.")
+        return spec
+
+    def node(self, node_id: str, type_name: str | None = None, *, active: bool = False):
+        node = self.graph.get(node_id)
+        if node is None:
+            raise ToolError(f"node {node_id!r} does not exist",
+                            "Use an id from memory_list_candidates, memory_find_by_name or a create_* result.")
+        if type_name is not None and node.type != type_name:
+            raise ToolError(f"node {node_id!r} is a {node.type!r}, not a {type_name!r}",
+                            f"Use the {node.type} tools for it.")
+        if active and node.archived:
+            raise ToolError(f"node {node_id!r} is archived (folded into {node.parent or 'nothing'})",
+                            "Work on its active summary instead.")
+        return node
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _attach(conn: sqlite3.Connection, store: Store) -> None:
+    # Read-only URI attach: the copy can never write to the real store.
+    path = (store.data_dir / DB_FILENAME).resolve()
+    conn.execute("ATTACH DATABASE ? AS source", (f"file:{path.as_posix()}?mode=ro",))
