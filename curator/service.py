@@ -24,7 +24,7 @@ from .usage_log import extraction_failures, usage_totals
 
 if TYPE_CHECKING:
     from .injection import Injection
-    from .maintenance import MaintenanceReport, Maintainer
+    from .maintenance import Maintainer, MaintenanceReport
     from .recall import Recaller
     from .vectors import SyncReport, VectorIndex
 

@@ -4,4 +4,4 @@ They keep the graph small and true as the story grows; each step is its own comm
 from .common import MaintenanceReport
 from .runner import Maintainer
 
-__all__ = ["MaintenanceReport", "Maintainer"]
+__all__ = ["Maintainer", "MaintenanceReport"]

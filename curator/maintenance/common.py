@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -171,15 +171,23 @@ def _validate(ctx: RunContext[_Check], answer):
     return answer
 
 
-async def gather_limited(limit: int, coroutines: list) -> list:
-    """Run coroutines at most `limit` at a time, results in order; the first failure cancels the rest."""
+async def gather_limited(limit: int, jobs: list[Callable[[], Awaitable]]) -> list:
+    """Run `jobs` (functions making coroutines, so one never started is never created) at most `limit` at a
+    time; results in order; the first failure cancels the rest."""
     gate = asyncio.Semaphore(limit)
 
-    async def run(coro):
+    async def run(make):
         async with gate:
-            return await coro
+            return await make()
 
-    return await asyncio.gather(*(run(c) for c in coroutines))
+    tasks = [asyncio.ensure_future(run(make)) for make in jobs]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def node_line(node: Node, with_id: bool = True) -> str:

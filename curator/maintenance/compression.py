@@ -78,14 +78,14 @@ async def compress(job: Job, types: list[str] | None = None, progress: Progress 
                 continue
             total = done[0] + len(batches)
 
-            async def fold(batch: list[Node]) -> Compact:
+            async def fold(batch: list[Node], spec: TypeSpec = spec, level: int = level, total: int = total) -> Compact:
                 op = await _fold(job, spec, level, batch)
                 done[0] += 1
                 if progress:
                     progress(done[0], total)
                 return op
 
-            ops = await gather_limited(job.cfg.compression.concurrency, [fold(b) for b in batches])
+            ops = await gather_limited(job.cfg.compression.concurrency, [lambda b=b: fold(b) for b in batches])
             record = job.commit(ops, f"compress {spec.name} level {level}: {len(ops)} summaries")
             for op, batch in zip(record.ops if record else [], batches):
                 job.report.changes.append({"action": "compact", "type": spec.name, "level": level + 1,

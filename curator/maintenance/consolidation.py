@@ -88,7 +88,11 @@ def _names(job: Job, node: Node) -> set[str]:
 def gather_candidates(job: Job, nodes: list[Node]) -> list[Candidate]:
     """Each new node with its compatible neighbours (old nodes only) and its gate score."""
     index = job.index()
-    index.sync(job.chat_id)
+    index.function.embedder  # noqa: B018 - builds the embedder: a missing key or model fails here, clearly
+    synced = index.sync(job.chat_id)
+    failed = {i: e for i, e in synced.failed.items() if i in {n.id for n in nodes}}
+    if failed:
+        raise CuratorError(f"embedding failed for {', '.join(failed)}: {next(iter(failed.values()))}")
     graph = job.graph()
     new_ids = {n.id for n in nodes}
     k = job.cfg.consolidation.neighbours
@@ -123,10 +127,10 @@ def gate(job: Job, candidates: list[Candidate]) -> tuple[bool, str]:
     if len(candidates) >= job.cfg.consolidation.min_new_nodes:
         return True, f"{len(candidates)} new nodes (>= {job.cfg.consolidation.min_new_nodes})"
     if triggered:
-        return True, f"{triggered[0].node.id} matches {triggered[0].neighbours[0][0].id} ({triggered[0].by}, " \
-                     f"{triggered[0].score:.2f})"
-    return False, f"no new node reaches similarity {threshold} and fewer than " \
-                  f"{job.cfg.consolidation.min_new_nodes} new nodes"
+        first = triggered[0]
+        return True, f"{first.node.id} matches {first.neighbours[0][0].id} ({first.by}, {first.score:.2f})"
+    return False, (f"no new node reaches similarity {threshold} and fewer than "
+                   f"{job.cfg.consolidation.min_new_nodes} new nodes")
 
 
 async def consolidate(job: Job, nodes: list[Node], force: bool = False) -> None:
