@@ -35,10 +35,12 @@ def _summary_field(job: Job) -> str | None:
 
 
 def last_small_summary_floor(job: Job) -> int:
+    """The last floor the newest small summary covers (-1 before the first): read from its commit, so it is
+    right even when the summary ran (and is anchored) later than the extraction it covers."""
     row = job.store.conn.execute(
-        "SELECT MAX(anchor_floor) FROM commits WHERE chat_id=? AND origin='maintenance' AND note LIKE ?",
+        "SELECT ops_json FROM commits WHERE chat_id=? AND origin='maintenance' AND note LIKE ? ORDER BY id DESC LIMIT 1",
         (job.chat_id, SMALL_NOTE + "%")).fetchone()
-    return -1 if row[0] is None else row[0]
+    return -1 if row is None else json.loads(row[0])[0]["floor_to"]
 
 
 def pending_steps(job: Job) -> list[tuple[int, int, list[str]]]:
