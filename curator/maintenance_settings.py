@@ -69,7 +69,10 @@ class ReflectionSettings(_Strict):
 
 
 class MaintenanceSettings(_Strict):
-    auto: bool = True  # run the scheduled jobs after each extraction step (each job also has its own switch)
+    # Run the scheduled jobs after each extraction step (each job also has its own switch, on by default as in the
+    # original, except forgetting and reflection). Off until a config turns it on: it adds model calls (and loads
+    # the embedder) on every step, which a deployment should choose, not discover on its bill.
+    auto: bool = False
     output_retries: int = Field(default=2, ge=0)  # invalid answers go back to the model this many times
     consolidation: ConsolidationSettings = ConsolidationSettings()
     compression: CompressionSettings = CompressionSettings()

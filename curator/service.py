@@ -184,9 +184,10 @@ class Memory:
         return Maintainer(self.store, self.settings, model=model, index=lambda: self.index)
 
     def _after_step(self, model: Model | None, maintenance_model: Model | None):
-        """Scheduled maintenance after an extraction step. With an explicit extraction `model` but no
-        `maintenance_model` it does not run: a model given for extraction is never reused for other tasks."""
-        if not self.settings.maintenance.auto or (model is not None and maintenance_model is None):
+        """Scheduled maintenance after an extraction step, when the chat's settings turn it on
+        (`maintenance.auto`). With an explicit extraction `model` but no `maintenance_model` it does not run: a
+        model given for extraction is never reused for other tasks."""
+        if model is not None and maintenance_model is None:
             return None
         from .maintenance.scheduling import after_extraction
 

@@ -31,6 +31,7 @@ RESULT_KEYS = {
 }
 RESULT_KEYS["ingest_overhead"] = {"replies", "failed", "seconds", "replies_per_s", "step", "model", "overhead",
                                   "nodes_active", "edges", "commits"}
+RESULT_KEYS["maintenance"] = {"compression", "consolidation"}
 LATENCY_KEYS = {"p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms"}
 ROLLBACK_ROW_KEYS = {
     "size", "built_commits", "truncated", "build_s", "build_commits_per_s", "rollback_ms", "rollback_ms_runs",
@@ -85,3 +86,12 @@ def test_ingest_overhead_quick():
     assert results["failed"] is False and results["replies"] == 50 and results["commits"] == 50
     for part in ("step", "model", "overhead"):
         assert LATENCY_KEYS <= results[part].keys()
+
+
+def test_maintenance_quick():
+    results = run_quick("maintenance")["results"]
+    compression, consolidation = results["compression"], results["consolidation"]
+    assert compression["ok"] and compression["llm_calls"] == compression["summaries"] > 0
+    assert compression["nodes_archived"] > 0 and consolidation["steps"] == 20
+    assert consolidation["llm_calls"] >= consolidation["gate_opened"] > 0
+    assert LATENCY_KEYS <= consolidation["per_step"].keys()

@@ -146,10 +146,14 @@ def test_forget_can_measure_age_in_floors(memory):
     assert {c["node"] for c in memory.forget("old", dry_run=True).changes} == {"dull", "fresh"}
 
 
-def test_scheduled_forgetting_is_off_by_default():
-    assert "forget" not in due_jobs(Settings(), 10) and "reflect" not in due_jobs(Settings(), 10)
-    assert due_jobs(Settings(), 10) == ["consolidate", "summarize", "compact"]
-    assert due_jobs(Settings(), 7) == ["consolidate", "summarize"]
+def test_schedule_is_opt_in_and_forgetting_and_reflection_are_off_by_default():
+    assert due_jobs(Settings(), 10) == []
+    scheduled = Settings.model_validate({"maintenance": {"auto": True}})
+    assert due_jobs(scheduled, 10) == ["consolidate", "summarize", "compact"]
+    assert due_jobs(scheduled, 7) == ["consolidate", "summarize"]
+    everything = Settings.model_validate({"maintenance": {"auto": True, "forgetting": {"enabled": True},
+                                                          "reflection": {"enabled": True, "every": 5}}})
+    assert due_jobs(everything, 10) == ["consolidate", "summarize", "compact", "forget", "reflect"]
 
 
 # ---- reflection --------------------------------------------------------------------------------------------
@@ -191,6 +195,7 @@ def test_ingest_runs_scheduled_maintenance_anchored_at_each_step(memory, tmp_pat
     from curator.paths import example_file
 
     memory.create_chat("road", "bme", settings={"maintenance": {
+        "auto": True,
         "consolidation": {"enabled": False},
         "compression": {"every": 4},
         "summaries": {"small_every": 3}}})

@@ -34,9 +34,12 @@ async def after_extraction(maintainer: Maintainer, result: ExtractionResult) -> 
     if not result.ok or result.commit is None:
         return []
     settings = maintainer.settings.for_chat(maintainer.store.chat(result.chat_id).settings)
+    due = due_jobs(settings, result.seq)
+    if not due:
+        return []
     reports = []
     has_model = maintainer.job("schedule", result.chat_id, anchor=result.floor).has_model()
-    for name in due_jobs(settings, result.seq):
+    for name in due:
         if name != "forget" and not has_model:
             report = MaintenanceReport(name, result.chat_id, result.floor,
                                        skipped="no model for maintenance (task `maintain` or a `default` profile)")
