@@ -217,6 +217,12 @@ class Memory:
         """One sleep cycle: archive the nodes whose retention fell below the threshold (`dry_run`: list them)."""
         return asyncio.run(self.maintainer().forget(chat_id, dry_run=dry_run))
 
+    def node_history(self, chat_id: str, node_id: str) -> list[dict]:
+        """Every commit that changed a node, with its title and fields before (evolution keeps old texts here)."""
+        from .maintenance.history import node_history
+
+        return node_history(self.store, chat_id, node_id)
+
     def reflect(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
         """Let the model write a reflection (a long-term pattern) linked to the memories it rests on."""
         return asyncio.run(self.maintainer(model).reflect(chat_id))

@@ -3,6 +3,8 @@ keep / merge / skip decisions, evolution, answer checks with retries, and runnin
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from curator.embeddings import EmbeddingProfile
@@ -82,7 +84,11 @@ def test_keep_with_evolution_links_and_rewrites_neighbours(road):
     assert graph.get("old1").fields["summary"] == "Rowan gave Eileen his salve; the debt still stands."
     [kept] = [c for c in report.changes if c["node"] == "new1"]
     assert kept["evolved"][0]["before"].startswith("Rowan gives Eileen his last healing salve")
-    # The previous text is also in the commit's undo record: a rollback brings it back.
+    # The previous text is kept in the node's history (the commit log's undo record)...
+    history = road.node_history("road", "old1")
+    assert [h["origin"] for h in history] == ["extract", "maintenance"] and history[0]["before"] is None
+    assert history[1]["before"]["fields"]["summary"].startswith("Rowan gives Eileen his last healing salve")
+    # ...and a rollback brings it back.
     road.rollback("road", 7)
     assert graph.get("old1").fields["summary"].startswith("Rowan gives Eileen his last healing salve")
 
@@ -153,3 +159,27 @@ def test_unknown_nodes_are_a_clear_error(road):
 
     with pytest.raises(CuratorError, match="no node"):
         road.consolidate("road", node_ids=["nope"], model=decide().model)
+
+
+def test_scheduled_consolidation_after_an_extraction_step(memory):
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    memory.create_chat("live", "default", settings={"maintenance": {
+        "auto": True, "summaries": {"enabled": False}, "consolidation": {"threshold": 0.0}}})
+    memory.set_messages("live", chat_messages(2))
+
+    def extract(messages, info):
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {
+            "event": [{"summary": "Rowan gives Eileen his last healing salve at the bridge."}]})])
+
+    script = Scripted(lambda prompt, schema: {"decisions": [
+        {"node_id": re.search(r"NEW \[(\w+)\]", prompt).group(1), "action": "skip"}]})
+    first, second = memory.extract("live", model=FunctionModel(extract), maintenance_model=script.model)
+    assert first.maintenance[0].skipped  # nothing to compare with yet
+    [report] = second.maintenance
+    assert report.op == "consolidate" and report.ok and script.calls == 1
+    [change] = report.changes
+    assert change["action"] == "skip" and memory.graph("live").get(change["node"]).archived
+    assert memory.store.commits("live")[-1].anchor_floor == second.floor == 3
+    assert second.to_dict()["maintenance"][0]["changes"] == report.changes

@@ -123,7 +123,7 @@ def gather_candidates(job: Job, nodes: list[Node]) -> list[Candidate]:
 
 def gate(job: Job, candidates: list[Candidate]) -> tuple[bool, str]:
     threshold = job.cfg.consolidation.threshold
-    triggered = [c for c in candidates if c.by == "name" or c.score >= threshold]
+    triggered = [c for c in candidates if c.neighbours and (c.by == "name" or c.score >= threshold)]
     if len(candidates) >= job.cfg.consolidation.min_new_nodes:
         return True, f"{len(candidates)} new nodes (>= {job.cfg.consolidation.min_new_nodes})"
     if triggered:
