@@ -352,3 +352,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+from . import cli_maintain  # noqa: F401  (registers its commands)

@@ -35,11 +35,13 @@ class ExtractionResult:
     commit: CommitRecord | None = None
     reason: str | None = None
     usage: Usage = field(default_factory=Usage)
+    maintenance: list = field(default_factory=list)  # reports of the scheduled maintenance after this step
 
     def to_dict(self) -> dict:
         return {"chat": self.chat_id, "floor": self.floor, "seq": self.seq, "active_types": self.active_types,
                 "ok": self.ok, "commit": self.commit.id if self.commit else None,
-                "ops": len(self.commit.ops) if self.commit else 0, "reason": self.reason, "usage": self.usage.to_dict()}
+                "ops": len(self.commit.ops) if self.commit else 0, "reason": self.reason, "usage": self.usage.to_dict(),
+                **({"maintenance": [m.to_dict() for m in self.maintenance]} if self.maintenance else {})}
 
 
 def assistant_floors(messages: list[Message]) -> list[int]:

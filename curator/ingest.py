@@ -8,7 +8,7 @@ memory is first rolled back to the first floor that changed.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +33,7 @@ class IngestReport:
     curated: list = field(default_factory=list)  # CurateResult of each curator run (channel curator or both)
     rolled_back_from: int | None = None
     seconds: float = 0.0
+    maintenance: list = field(default_factory=list)  # reports of the maintenance run after the steps
 
     @property
     def failed(self) -> ExtractionResult | None:
@@ -42,6 +43,8 @@ class IngestReport:
         total = Usage()
         for r in (*self.results, *self.curated):
             total.merge(r.usage)
+        for m in self.maintenance:
+            total.merge(m.usage)
         return total
 
     def to_dict(self) -> dict:
@@ -52,7 +55,8 @@ class IngestReport:
                 "curated": sum(r.ok for r in self.curated),
                 "rolled_back_from": self.rolled_back_from,
                 "failed": failed.to_dict() if failed else None, "usage": self.usage().to_dict(),
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3),
+                "maintenance": [m.to_dict() for m in self.maintenance if not m.skipped or m.error]}
 
 
 def first_changed_floor(stored: list[Message], incoming: list[Message]) -> int | None:
@@ -68,8 +72,10 @@ def first_changed_floor(stored: list[Message], incoming: list[Message]) -> int |
 async def ingest(store: Store, chat_id: str, path: str | Path, settings: Settings, *,
                  schema: Schema | str = "default", model: Model | None = None,
                  on_step: Callable[[ExtractionResult, int, int], None] | None = None,
-                 limit: int | None = None, curate_model: Model | None = None) -> IngestReport:
-    """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new)."""
+                 limit: int | None = None, curate_model: Model | None = None,
+                 after_step: Callable[[ExtractionResult], Awaitable[list]] | None = None) -> IngestReport:
+    """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new).
+    `after_step` runs after each successful extraction step (scheduled maintenance) and returns its reports."""
     started = time.perf_counter()
     messages = read_chat(path).messages
     if not store.has_chat(chat_id):
@@ -95,6 +101,8 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
         if channel != "curator":
             result = await extractor.extract(chat_id, floor, messages)
             report.results.append(result)
+            if after_step and result.ok:
+                report.maintenance += await after_step(result)
         if curator is not None and (channel == "curator" or result.ok):
             result = await curator.curate(chat_id, floor)
             report.curated.append(result)

@@ -25,6 +25,7 @@ from .usage_log import extraction_failures, usage_totals
 if TYPE_CHECKING:
     from .curator_agent import CurateResult
     from .injection import Injection
+    from .maintenance import Maintainer, MaintenanceReport
     from .recall import Recaller
     from .vectors import SyncReport, VectorIndex
 
@@ -91,14 +92,20 @@ class Memory:
         return self.store.rollback(chat_id, floor)
 
     # extraction
-    def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None) -> list[ExtractionResult]:
-        """Extract the reply at `floor`, or every reply still due; stops at the first failure."""
+    def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None,
+                maintenance_model: Model | None = None) -> list[ExtractionResult]:
+        """Extract the reply at `floor`, or every reply still due; stops at the first failure. Scheduled
+        maintenance runs after each step (its reports in `result.maintenance`), see `_after_step`."""
+        after_step = self._after_step(model, maintenance_model)
+
         async def run() -> list[ExtractionResult]:
             extractor = Extractor(self.store, self.settings, model=model)
             floors = [floor] if floor is not None else [f for f, _ in due_floors(self.store, chat_id, self.settings)]
             results = []
             for f in floors:
                 results.append(await extractor.extract(chat_id, f))
+                if after_step and results[-1].ok:
+                    results[-1].maintenance = await after_step(results[-1])
                 if not results[-1].ok:
                     break
             return results
@@ -106,10 +113,14 @@ class Memory:
         return asyncio.run(run())
 
     def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default", model: Model | None = None,
-               on_step: Callable | None = None, limit: int | None = None) -> IngestReport:
-        """Replay a chat file into memory, extracting floor by floor; a rerun continues where it stopped."""
+               on_step: Callable | None = None, limit: int | None = None,
+               maintenance_model: Model | None = None, curate_model: Model | None = None) -> IngestReport:
+        """Replay a chat file into memory, extracting floor by floor; a rerun continues where it stopped.
+        The chat's `extraction.channel` says whether the extractor, the curator agent or both write.
+        Scheduled maintenance runs after each extraction step (see `_after_step`)."""
         return asyncio.run(ingest(self.store, chat_id, path, self.settings, schema=schema, model=model,
-                                  on_step=on_step, limit=limit))
+                                  on_step=on_step, limit=limit, curate_model=curate_model,
+                                  after_step=self._after_step(model, maintenance_model)))
 
     def usage(self, chat_id: str) -> dict:
         """LLM calls, tokens and latency of a chat, per task and in all, and the failed extraction steps."""
@@ -177,6 +188,60 @@ class Memory:
         has_vectors = self.store.conn.execute("SELECT 1 FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
         curator = Curator(self.store, self.settings, model=model, index=self.index if has_vectors else None)
         return asyncio.run(curator.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests))
+
+
+    # ---- maintenance (issue 6): consolidation, compression, summaries, forgetting, reflection, evolution ----
+    # Each returns a MaintenanceReport (changes, commits, LLM calls and tokens); each step that changes the graph
+    # is its own commit (origin `maintenance`) anchored at the chat's current floor, so a rollback undoes it.
+    def maintainer(self, model: Model | None = None) -> Maintainer:
+        """The maintenance jobs of this store; `model` replaces the configured `maintain` profile."""
+        from .maintenance import Maintainer
+
+        return Maintainer(self.store, self.settings, model=model, index=lambda: self.index)
+
+    def _after_step(self, model: Model | None, maintenance_model: Model | None):
+        """Scheduled maintenance after an extraction step, when the chat's settings turn it on
+        (`maintenance.auto`). With an explicit extraction `model` but no `maintenance_model` it does not run: a
+        model given for extraction is never reused for other tasks."""
+        if model is not None and maintenance_model is None:
+            return None
+        from .maintenance.scheduling import after_extraction
+
+        maintainer = self.maintainer(maintenance_model)
+        return lambda result: after_extraction(maintainer, result)
+
+    def compact(self, chat_id: str, types: list[str] | None = None, model: Model | None = None,
+                progress: Callable[[int, int], None] | None = None) -> MaintenanceReport:
+        """Hierarchical compression of every type (or the types named) whose compression mode is hierarchical."""
+        return asyncio.run(self.maintainer(model).compact(chat_id, types, progress))
+
+    def consolidate(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,
+                    model: Model | None = None) -> MaintenanceReport:
+        """Dedupe/merge the new nodes of the newest `steps` extraction steps (or `node_ids`), gate first."""
+        return asyncio.run(self.maintainer(model).consolidate(chat_id, steps, node_ids))
+
+    def evolve(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,
+               model: Model | None = None) -> MaintenanceReport:
+        """Force evolution of recent nodes against their neighbours (consolidation without the gate)."""
+        return asyncio.run(self.maintainer(model).evolve(chat_id, steps, node_ids))
+
+    def summarize(self, chat_id: str, model: Model | None = None, force: bool = True) -> MaintenanceReport:
+        """Write a small summary of the extractions since the last one, then roll summaries up."""
+        return asyncio.run(self.maintainer(model).summarize(chat_id, force=force))
+
+    def forget(self, chat_id: str, dry_run: bool = False) -> MaintenanceReport:
+        """One sleep cycle: archive the nodes whose retention fell below the threshold (`dry_run`: list them)."""
+        return asyncio.run(self.maintainer().forget(chat_id, dry_run=dry_run))
+
+    def node_history(self, chat_id: str, node_id: str) -> list[dict]:
+        """Every commit that changed a node, with its title and fields before (evolution keeps old texts here)."""
+        from .maintenance.history import node_history
+
+        return node_history(self.store, chat_id, node_id)
+
+    def reflect(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
+        """Let the model write a reflection (a long-term pattern) linked to the memories it rests on."""
+        return asyncio.run(self.maintainer(model).reflect(chat_id))
 
 
 def open(data_dir: str | Path | None = None) -> Memory:

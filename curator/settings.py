@@ -13,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .embeddings import EmbeddingProfile
 from .errors import CuratorError
+from .maintenance_settings import MaintenanceSettings
 
 CONFIG_FILENAME = "config.yaml"
-Task = Literal["extract", "curate", "recall", "rewrite", "summarize"]
-TASKS: tuple[Task, ...] = ("extract", "curate", "recall", "rewrite", "summarize")
+Task = Literal["extract", "curate", "recall", "rewrite", "summarize", "maintain"]
+TASKS: tuple[Task, ...] = ("extract", "curate", "recall", "rewrite", "summarize", "maintain")
 
 
 class _Strict(BaseModel):
@@ -89,6 +90,7 @@ class Settings(_Strict):
     tasks: dict[Task, str] = {}  # task -> profile name; a task without one uses "default"
     extraction: ExtractionSettings = ExtractionSettings()
     recall: RecallSettings = RecallSettings()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
     embedding: EmbeddingProfile = EmbeddingProfile()
     vectors_url: str | None = None  # a Chroma server (http://host:port); default: embedded, under the data dir
 
@@ -102,15 +104,25 @@ class Settings(_Strict):
         return self.profiles[name]
 
     def for_chat(self, chat_settings: dict) -> Settings:
-        """These settings with a chat's own extraction overrides applied."""
-        overrides = chat_settings.get("extraction") or {}
-        if not overrides:
-            return self
-        try:
-            merged = ExtractionSettings.model_validate({**self.extraction.model_dump(), **overrides})
-        except ValidationError as exc:
-            raise CuratorError(f"invalid extraction settings for this chat: {exc.errors()[0]['msg']}") from None
-        return self.model_copy(update={"extraction": merged})
+        """These settings with a chat's own extraction (and maintenance) overrides applied."""
+        update = {}
+        for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings)):
+            overrides = chat_settings.get(name) or {}
+            if not overrides:
+                continue
+            try:
+                update[name] = model.model_validate(_deep_merge(getattr(self, name).model_dump(), overrides))
+            except ValidationError as exc:
+                raise CuratorError(f"invalid {name} settings for this chat: {exc.errors()[0]['msg']}") from None
+        return self.model_copy(update=update) if update else self
+
+
+def _deep_merge(base: dict, overrides: dict) -> dict:
+    merged = dict(base)
+    for key, value in overrides.items():
+        merged[key] = _deep_merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) \
+            else value
+    return merged
 
 
 def load_settings(data_dir: Path) -> Settings:

@@ -288,6 +288,20 @@ class VectorIndex:
         result = collection.query(query_embeddings=[vectors[text]], n_results=min(k, count), include=["distances"])
         return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
 
+    def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:
+        """The k nodes nearest to node `node_id` (by its stored vector, so nothing is embedded), itself left
+        out, as (node id, cosine similarity); `where` filters on the metadata (type, level, archived...).
+        Empty when the node is not indexed."""
+        collection = self._collection(chat_id)
+        found = collection.get(ids=[node_id], include=["embeddings"])
+        if not found["ids"]:
+            return []
+        count = collection.count()
+        result = collection.query(query_embeddings=[found["embeddings"][0]], n_results=min(k + 1, count),
+                                  where=where, include=["distances"])
+        pairs = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i != node_id]
+        return pairs[:k]
+
     def status(self, chat_id: str) -> dict:
         profile_key, hashes = self._state(chat_id)
         total = len(self.store.graph(chat_id).nodes(archived=None))

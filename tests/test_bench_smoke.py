@@ -32,6 +32,7 @@ RESULT_KEYS = {
 RESULT_KEYS["ingest_overhead"] = {"replies", "failed", "seconds", "replies_per_s", "step", "model", "overhead",
                                   "nodes_active", "edges", "commits"}
 RESULT_KEYS["curator_tools"] = {"tools", "compaction"}
+RESULT_KEYS["maintenance"] = {"compression", "consolidation"}
 LATENCY_KEYS = {"p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms"}
 ROLLBACK_ROW_KEYS = {
     "size", "built_commits", "truncated", "build_s", "build_commits_per_s", "rollback_ms", "rollback_ms_runs",
@@ -95,3 +96,12 @@ def test_curator_tools_quick():
     assert tools["tool_calls_per_run"] == 13 and "memory_keyword_search" in tools["per_tool_mean_ms"]
     assert compaction["commits"] >= 1 and compaction["top_level"] >= 2
     assert sum(level["active"] + level["archived"] for level in compaction["levels"][:1]) == compaction["leaves"]
+
+
+def test_maintenance_quick():
+    results = run_quick("maintenance")["results"]
+    compression, consolidation = results["compression"], results["consolidation"]
+    assert compression["ok"] and compression["llm_calls"] == compression["summaries"] > 0
+    assert compression["nodes_archived"] > 0 and consolidation["steps"] == 20
+    assert consolidation["llm_calls"] >= consolidation["gate_opened"] > 0
+    assert LATENCY_KEYS <= consolidation["per_step"].keys()

@@ -58,6 +58,6 @@ def test_install_mode(tmp_path, editable):
         inside_repo = Path(file).resolve().is_relative_to(ROOT)
         assert inside_repo == editable, (name, file)  # really the install we made, not another copy
     assert found["presets"] == ["bme", "default"] and "pov_memory" in found["types"]
-    assert {"extract_system", "extract_user", "compact"} <= set(found["templates"])
+    assert {"extract_system", "extract_user", "compact", "maintain_compress", "maintain_consolidate"} <= set(found["templates"])
     assert Path(found["example"]).is_file()
     assert found["demo_nodes"] == 18

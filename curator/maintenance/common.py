@@ -1,0 +1,207 @@
+"""What every maintenance job shares: its report, the floor its commit is anchored at, the model it asks, and how
+nodes are shown to that model."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+from pydantic_ai import Agent, ModelRetry, RunContext, ToolOutput
+from pydantic_ai.models import Model
+
+from ..errors import CuratorError
+from ..graph import Node
+from ..llm import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
+from ..settings import Settings
+from ..store import CommitRecord, Store
+from ..usage_log import log_calls
+
+if TYPE_CHECKING:
+    from ..vectors import VectorIndex
+
+Progress = Callable[[int, int], None]
+TASK = "maintain"
+
+
+@dataclass
+class MaintenanceReport:
+    """What one maintenance operation did and cost. `changes` lists every change (one dict each, with an
+    `action`); `skipped` says why nothing ran; `error` why it stopped (nothing of the failed step was written)."""
+
+    op: str
+    chat_id: str
+    anchor_floor: int | None = None
+    dry_run: bool = False
+    skipped: str | None = None
+    error: str | None = None
+    commits: list[int] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "chat": self.chat_id, "ok": self.ok, "anchor_floor": self.anchor_floor,
+                "dry_run": self.dry_run, "skipped": self.skipped, "error": self.error, "commits": self.commits,
+                "changes": self.changes, "details": self.details, "usage": self.usage.to_dict(),
+                "seconds": round(self.seconds, 3)}
+
+    def line(self) -> str:
+        """One line for logs and the CLI."""
+        what = (f"skipped: {self.skipped}" if self.skipped else
+                f"{len(self.changes)} change(s){' (dry run)' if self.dry_run else ''} in {len(self.commits)} commit(s)")
+        cost = f"{self.usage.calls} LLM calls, {self.usage.input_tokens}+{self.usage.output_tokens} tokens"
+        error = f"; failed: {self.error}" if self.error else ""
+        return f"{self.op} {self.chat_id}: {what} · {cost} · {self.seconds:.2f}s{error}"
+
+
+def head_floor(store: Store, chat_id: str) -> int:
+    """The floor at which maintenance runs now: the chat's last message, or (for a chat without messages) the
+    newest floor any commit is anchored at. A rollback to this floor or below undoes the maintenance."""
+    row = store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()
+    if row[0] is not None:
+        return row[0]
+    row = store.conn.execute("SELECT MAX(anchor_floor) FROM commits WHERE chat_id=?", (chat_id,)).fetchone()
+    return row[0] or 0
+
+
+class Job:
+    """One maintenance operation in progress: the store, settings, model and the trace of its LLM calls.
+    `model` replaces the configured `maintain` profile (tests, scripted runs)."""
+
+    def __init__(self, op: str, store: Store, settings: Settings, chat_id: str, *, model: Model | None = None,
+                 index: Callable[[], VectorIndex] | None = None, anchor: int | None = None):
+        store.chat(chat_id)  # a clear error for an unknown chat before anything else
+        self.store, self.chat_id = store, chat_id
+        self.settings = settings.for_chat(store.chat(chat_id).settings)
+        self.schema = store.chat(chat_id).schema
+        self._model, self._index = model, index
+        self.trace = LLMTrace()
+        self.report = MaintenanceReport(op, chat_id, anchor if anchor is not None else head_floor(store, chat_id))
+        self._started = time.perf_counter()
+        self._agents: dict[int, Agent] = {}
+        self._limiter: RateLimiter | None = None
+
+    @property
+    def cfg(self):
+        return self.settings.maintenance
+
+    @property
+    def anchor(self) -> int:
+        return self.report.anchor_floor or 0
+
+    def graph(self):
+        return self.store.graph(self.chat_id)
+
+    def index(self) -> VectorIndex:
+        if self._index is None:
+            raise CuratorError("this operation needs the vector index, and none was given")
+        return self._index()
+
+    def base_model(self) -> Model:
+        if self._model is None:
+            profile = self.settings.profile_for(TASK)
+            self._model = build_model(profile)
+            self._limiter = RateLimiter(profile.rpm)
+        return self._model
+
+    def has_model(self) -> bool:
+        if self._model is not None:
+            return True
+        try:
+            self.settings.profile_for(TASK)
+        except CuratorError:
+            return False
+        return True
+
+    async def ask(self, output_type: type[BaseModel], prompt: str, check: Callable[[Any], None] | None = None,
+                  system: str = "") -> Any:
+        """One structured request (with up to `output_retries` corrections): `check` raises ValueError with a
+        precise message for an answer that cannot be applied, and the model is told so."""
+        agent = self._agents.get(id(output_type))
+        if agent is None:
+            profile = self.settings.profiles.get(self.settings.tasks.get(TASK, "default"))
+            agent = Agent(None, output_type=ToolOutput(output_type, name="answer", description="Give your answer."),
+                          deps_type=_Check, system_prompt=system, retries={"output": self.cfg.output_retries},
+                          model_settings=model_settings(profile) if profile and self._model is None else None)
+            agent.output_validator(_validate)
+            self._agents[id(output_type)] = agent
+        model = MeteredModel(self.base_model(), TASK, self.trace, self._limiter)
+        result = await agent.run(prompt, model=model, deps=_Check(check))
+        return result.output
+
+    def commit(self, ops: list, note: str) -> CommitRecord | None:
+        if not ops:
+            return None
+        record = self.store.commit(self.chat_id, ops, self.anchor, "maintenance", note=note)
+        self.report.commits.append(record.id)
+        return record
+
+    def fail(self, exc: BaseException) -> None:
+        self.report.error = _reason(exc)
+
+    def finish(self) -> MaintenanceReport:
+        self.report.usage = self.trace.usage()
+        self.report.seconds = time.perf_counter() - self._started
+        log_calls(self.store, self.chat_id, self.trace.records)
+        return self.report
+
+
+@dataclass
+class _Check:
+    """The per-request answer check, passed to the (cached) agent as its deps."""
+
+    check: Callable[[Any], None] | None
+
+
+def _validate(ctx: RunContext[_Check], answer):
+    if ctx.deps.check is not None:
+        try:
+            ctx.deps.check(answer)
+        except ValueError as exc:
+            raise ModelRetry(str(exc)) from None
+    return answer
+
+
+async def gather_limited(limit: int, jobs: list[Callable[[], Awaitable]]) -> list:
+    """Run `jobs` (functions making coroutines, so one never started is never created) at most `limit` at a
+    time; results in order; the first failure cancels the rest."""
+    gate = asyncio.Semaphore(limit)
+
+    async def run(make):
+        async with gate:
+            return await make()
+
+    tasks = [asyncio.ensure_future(run(make)) for make in jobs]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def node_line(node: Node, with_id: bool = True) -> str:
+    """A node as the model sees it: id, type, title, floors, then its fields."""
+    fields = "; ".join(f"{k}: {' '.join(v.split())}" for k, v in node.fields.items() if v and v != node.title)
+    floors = str(node.floor_from) if node.floor_from == node.floor_to else f"{node.floor_from}-{node.floor_to}"
+    head = f"[{node.id}] " if with_id else ""
+    return f"{head}{node.type} \"{node.title}\" (floors {floors}, importance {node.importance:g}): {fields}"
+
+
+def _reason(exc: BaseException) -> str:
+    parts, seen = [], set()
+    while exc is not None and id(exc) not in seen and len(parts) < 3:
+        seen.add(id(exc))
+        parts.append(f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+        exc = exc.__cause__ or exc.__context__
+    return " <- ".join(parts)[:1000]

@@ -1,0 +1,93 @@
+"""The maintenance operations of one store, each returning a MaintenanceReport: `compact`, `consolidate`,
+`summarize`, `forget`, `reflect`, `evolve`. Every step that changes the graph is its own commit (origin
+`maintenance`) anchored at the floor where it ran; a failed step commits nothing and is reported, never raised."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pydantic_ai.models import Model
+
+from ..errors import CuratorError
+from ..settings import Settings
+from ..store import Store
+from .common import Job, MaintenanceReport, Progress
+from .compression import compress
+from .consolidation import consolidate, new_nodes_of_steps
+from .forgetting import forget
+from .reflection import reflect
+from .summaries import summarize
+
+if TYPE_CHECKING:
+    from ..vectors import VectorIndex
+
+
+class Maintainer:
+    """`model` replaces the configured `maintain` profile; `index` opens the vector index when a job needs it."""
+
+    def __init__(self, store: Store, settings: Settings, model: Model | None = None,
+                 index: Callable[[], VectorIndex] | None = None):
+        self.store, self.settings, self.model, self.index = store, settings, model, index
+
+    def job(self, op: str, chat_id: str, anchor: int | None = None) -> Job:
+        return Job(op, self.store, self.settings, chat_id, model=self.model, index=self.index, anchor=anchor)
+
+    async def _run(self, job: Job, work) -> MaintenanceReport:
+        try:
+            await work
+        except CuratorError as exc:
+            if "no model profile" in str(exc) and not job.report.changes:
+                job.report.skipped = f"no model for maintenance: {exc}"
+                job.report.details["hint"] = exc.hint
+            else:
+                job.fail(exc)
+        except Exception as exc:  # noqa: BLE001 - model/HTTP failures of any kind: reported, the step committed nothing
+            job.fail(exc)
+        return job.finish()
+
+    async def compact(self, chat_id: str, types: list[str] | None = None, progress: Progress | None = None,
+                      anchor: int | None = None) -> MaintenanceReport:
+        job = self.job("compact", chat_id, anchor)
+        return await self._run(job, compress(job, types, progress))
+
+    async def consolidate(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,
+                          anchor: int | None = None) -> MaintenanceReport:
+        """Consolidate the new nodes of the newest `steps` extraction steps (or the nodes named), gate first."""
+        job = self.job("consolidate", chat_id, anchor)
+        return await self._run(job, consolidate(job, self._nodes(job, steps, node_ids)))
+
+    async def evolve(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None) -> MaintenanceReport:
+        """Force consolidation/evolution of recent nodes against their neighbours, without the gate."""
+        job = self.job("evolve", chat_id)
+        return await self._run(job, consolidate(job, self._nodes(job, steps, node_ids), force=True))
+
+    async def summarize(self, chat_id: str, force: bool = True, anchor: int | None = None) -> MaintenanceReport:
+        job = self.job("summarize", chat_id, anchor)
+        return await self._run(job, summarize(job, force=force))
+
+    async def reflect(self, chat_id: str, force: bool = True, anchor: int | None = None) -> MaintenanceReport:
+        job = self.job("reflect", chat_id, anchor)
+        return await self._run(job, reflect(job, force=force))
+
+    async def forget(self, chat_id: str, dry_run: bool = False, force: bool = True, anchor: int | None = None,
+                     now: datetime | None = None) -> MaintenanceReport:
+        job = self.job("forget", chat_id, anchor)
+
+        async def work() -> None:
+            forget(job, dry_run=dry_run, force=force, now=now)
+
+        return await self._run(job, work())
+
+    @staticmethod
+    def _nodes(job: Job, steps: int, node_ids: list[str] | None):
+        if node_ids is None:
+            return new_nodes_of_steps(job, steps)
+        graph = job.graph()
+        nodes = [graph.get(i) for i in node_ids]
+        missing = [i for i, n in zip(node_ids, nodes) if n is None]
+        if missing:
+            raise CuratorError(f"no node(s) {', '.join(missing)} in chat {job.chat_id!r}",
+                               "List nodes with `curator show --chat ID`.")
+        return [n for n in nodes if not n.archived]

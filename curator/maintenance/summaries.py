@@ -1,0 +1,140 @@
+"""Hierarchical summaries: every `small_every` extractions the slice since the last small summary becomes a
+synopsis node (level 0); when a level holds more than `rollup_fan_in` active synopses, the oldest `fan_in` fold
+into one a level up (a `compact`, so the sources are archived under it), until nothing folds.
+
+Where the last small summary ended lives in the commit log (the anchor of the newest small-summary commit), so a
+rollback moves it back by itself."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from prompts import render
+
+from ..graph import Node
+from ..ops import Compact, CreateNode
+from .common import Job, node_line
+
+SMALL_NOTE = "small summary"
+_SEQ = re.compile(r"^seq (\d+)")
+
+
+class SummaryText(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description="the synopsis")
+
+
+def _summary_field(job: Job) -> str | None:
+    spec = job.schema.type(job.cfg.summaries.type)
+    if spec is None:
+        return None
+    return "summary" if spec.field("summary") else (spec.required_fields or spec.field_names)[0]
+
+
+def last_small_summary_floor(job: Job) -> int:
+    """The last floor the newest small summary covers (-1 before the first): read from its commit, so it is
+    right even when the summary ran (and is anchored) later than the extraction it covers."""
+    row = job.store.conn.execute(
+        "SELECT ops_json FROM commits WHERE chat_id=? AND origin='maintenance' AND note LIKE ? ORDER BY id DESC LIMIT 1",
+        (job.chat_id, SMALL_NOTE + "%")).fetchone()
+    return -1 if row is None else json.loads(row[0])[0]["floor_to"]
+
+
+def pending_steps(job: Job) -> list[tuple[int, int, list[str]]]:
+    """(floor, seq, created node ids) of the extraction commits since the last small summary, oldest first."""
+    rows = job.store.conn.execute(
+        "SELECT anchor_floor, note, ops_json FROM commits WHERE chat_id=? AND origin='extract' AND anchor_floor > ? "
+        "AND anchor_floor <= ? ORDER BY anchor_floor, id", (job.chat_id, last_small_summary_floor(job), job.anchor))
+    steps = []
+    for floor, note, ops in rows:
+        m = _SEQ.match(note or "")
+        ids = [op["id"] for op in json.loads(ops) if op["op"] in ("create_node", "update_node") and op.get("id")]
+        steps.append((floor, int(m.group(1)) if m else 0, ids))
+    return steps
+
+
+async def summarize(job: Job, force: bool = False) -> None:
+    """Write the small summary if it is due (`force`: whenever at least one extraction is pending), then roll up."""
+    cfg = job.cfg.summaries
+    field = _summary_field(job)
+    if field is None:
+        job.report.skipped = (f"schema {job.schema.name!r} has no {cfg.type!r} type to hold summaries "
+                              "(maintenance.summaries.type)")
+        return
+    if not cfg.enabled and not force:
+        job.report.skipped = "summaries are disabled (maintenance.summaries.enabled)"
+        return
+    steps = pending_steps(job)
+    job.report.details["pending_extractions"] = len(steps)
+    if steps and (len(steps) >= cfg.small_every or force):
+        await _small(job, field, steps)
+    await _rollup(job, field)
+    if not job.report.changes:
+        job.report.skipped = (f"{len(steps)} extraction(s) since the last small summary (one is written every "
+                              f"{cfg.small_every}); no level holds more than {cfg.rollup_fan_in} synopses")
+
+
+async def _small(job: Job, field: str, steps: list[tuple[int, int, list[str]]]) -> None:
+    lo, hi = job.cfg.summaries.small_chars
+    graph = job.graph()
+    nodes = [n for n in (graph.get(i) for i in dict.fromkeys(i for _, _, ids in steps for i in ids)) if n is not None]
+    floor_from, floor_to = steps[0][0], steps[-1][0]
+    seq_from, seq_to = steps[0][1], steps[-1][1]
+    material = "\n".join(node_line(n, with_id=False) for n in nodes if n.type != job.cfg.summaries.type)
+    if not material.strip():
+        messages = job.store.messages(job.chat_id)[floor_from:floor_to + 1]
+        material = "\n".join(f"{m.name or m.role}: {m.text}" for m in messages)[:6000]
+    prompt = render("maintain_summary", seq_from=seq_from, seq_to=seq_to, floor_from=floor_from, floor_to=floor_to,
+                    min_chars=lo, max_chars=hi, material=material or "(nothing was recorded)")
+    answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=render("maintain_system"))
+    record = job.commit([CreateNode(type=job.cfg.summaries.type, title=f"Synopsis {seq_from}-{seq_to}",
+                                    fields={field: answer.text.strip()}, floor_from=floor_from, floor_to=floor_to,
+                                    level=0)],
+                        f"{SMALL_NOTE}: extractions {seq_from}-{seq_to}, floors {floor_from}-{floor_to}")
+    job.report.changes.append({"action": "small_summary", "node": record.ops[0]["id"], "kind": "small",
+                               "extractions": [seq_from, seq_to], "floors": [floor_from, floor_to]})
+
+
+async def _rollup(job: Job, field: str) -> None:
+    cfg = job.cfg.summaries
+    lo, hi = cfg.rollup_chars
+    level = 0
+    while True:
+        active = job.graph().nodes(type=cfg.type, level=level)
+        if len(active) <= cfg.rollup_fan_in:
+            top = max((n.level for n in job.graph().nodes(type=cfg.type)), default=-1)
+            if level >= top:
+                break
+            level += 1
+            continue
+        batch = sorted(active, key=lambda n: (n.floor_from, n.floor_to, n.id))[:cfg.rollup_fan_in]
+        prompt = render("maintain_rollup", count=len(batch), floor_from=batch[0].floor_from,
+                        floor_to=max(n.floor_to for n in batch), min_chars=lo, max_chars=hi,
+                        synopses="\n".join(f"- {n.fields.get(field, n.title)}" for n in batch))
+        answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=render("maintain_system"))
+        title = f"Synopsis {_span(batch)}"
+        record = job.commit([Compact(type=cfg.type, title=title, fields={field: answer.text.strip()},
+                                     children=[n.id for n in batch])],
+                            f"summary rollup: level {level} -> {level + 1}, {len(batch)} synopses")
+        job.report.changes.append({"action": "rollup", "node": record.ops[0]["id"], "kind": "rollup",
+                                   "level": level + 1, "folded": [n.id for n in batch]})
+
+
+def _span(batch: list[Node]) -> str:
+    """Extraction range of a roll-up, from its sources' titles ("Synopsis 4-6"); floors when they carry none."""
+    numbers = [int(x) for n in batch for x in re.findall(r"\d+", n.title.removeprefix("Synopsis "))[:2]]
+    if numbers and all(n.title.startswith("Synopsis ") for n in batch):
+        return f"{min(numbers)}-{max(numbers)}"
+    return f"floors {batch[0].floor_from}-{max(n.floor_to for n in batch)}"
+
+
+def _length(lo: int, hi: int):
+    def check(answer: SummaryText) -> None:
+        size = len(answer.text.strip())
+        if not lo <= size <= hi:
+            raise ValueError(f"the synopsis has {size} characters; it must have {lo}-{hi}")
+
+    return check

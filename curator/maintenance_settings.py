@@ -1,0 +1,81 @@
+"""Maintenance settings: thresholds, cadences and on/off switches of consolidation, compression, summaries,
+forgetting and reflection. Defaults follow the original system (seed 000); per-type compression windows live in
+the schema (`compression:` of a type), everything else here. Kept apart from `settings.py` so the maintenance
+package can import it without pulling in the rest of the engine."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ConsolidationSettings(_Strict):
+    """Mem0-style dedupe/merge of each extraction's new nodes against their vector neighbours."""
+
+    enabled: bool = True
+    threshold: float = Field(default=0.85, ge=0, le=1)  # vector top-1 similarity that triggers the gate
+    min_new_nodes: int = Field(default=2, ge=1)  # a step with this many new nodes runs without a trigger
+    neighbours: int = Field(default=5, ge=1, le=50)  # neighbours shown to the model per new node
+    evolution_strength: float = Field(default=0.7, ge=0, le=1)  # strength of the `related` edges evolution adds
+
+
+class CompressionSettings(_Strict):
+    """Scheduling of the built-in hierarchical compression (the windows are per type, in the schema)."""
+
+    auto: bool = True
+    every: int = Field(default=10, ge=1, le=500)  # extractions between scheduled runs
+    max_chars: int = Field(default=800, ge=50)  # a summary's text at most (all fields together)
+    concurrency: int = Field(default=4, ge=1, le=32)  # batches summarized at once
+
+
+class SummarySettings(_Strict):
+    """Small summaries every few extractions, rolled up into ever coarser ones."""
+
+    enabled: bool = True
+    type: str = "synopsis"  # the schema type that holds them; a schema without it has no summaries
+    small_every: int = Field(default=3, ge=1, le=100)
+    small_chars: tuple[int, int] = (80, 220)
+    rollup_fan_in: int = Field(default=3, ge=2, le=10)
+    rollup_chars: tuple[int, int] = (120, 260)
+
+
+class ForgettingSettings(_Strict):
+    """The sleep cycle: archive (never delete) what has little retention value left."""
+
+    enabled: bool = False
+    every: int = Field(default=10, ge=1)  # extractions between scheduled cycles
+    threshold: float = Field(default=0.5, ge=0)
+    exempt_types: tuple[str, ...] = ("synopsis", "rule", "thread")
+    exempt_importance: float = Field(default=8.0, ge=0, le=10)  # this important or more: never forgotten
+    min_age_hours: float = Field(default=1.0, ge=0)
+    # wall_clock punishes a chat that is merely paused; floors measures age in story progress instead,
+    # `floors_per_hour` floors counting as one hour.
+    age: Literal["wall_clock", "floors"] = "wall_clock"
+    floors_per_hour: float = Field(default=10.0, gt=0)
+
+
+class ReflectionSettings(_Strict):
+    """Every few extractions the model may write a reflection: a long-term pattern, linked to its evidence."""
+
+    enabled: bool = False
+    every: int = Field(default=10, ge=1)
+    type: str = "reflection"
+    window: int = Field(default=30, ge=3, le=200)  # recent nodes shown to the model
+
+
+class MaintenanceSettings(_Strict):
+    # Run the scheduled jobs after each extraction step (each job also has its own switch, on by default as in the
+    # original, except forgetting and reflection). Off until a config turns it on: it adds model calls (and loads
+    # the embedder) on every step, which a deployment should choose, not discover on its bill.
+    auto: bool = False
+    output_retries: int = Field(default=2, ge=0)  # invalid answers go back to the model this many times
+    consolidation: ConsolidationSettings = ConsolidationSettings()
+    compression: CompressionSettings = CompressionSettings()
+    summaries: SummarySettings = SummarySettings()
+    forgetting: ForgettingSettings = ForgettingSettings()
+    reflection: ReflectionSettings = ReflectionSettings()
