@@ -15,15 +15,15 @@ _MONTHS.update({name[:3]: number for name, number in list(_MONTHS.items())})
 _MONTHS["sept"] = 9
 _MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_YEAR = r"((?:19|20)\d\d)"
+_YEAR = r"(\d{3,4})"  # with a month beside it, any year (stories are set in 1893 or 3021 too)
 _PATTERNS = [  # most specific first; a stretch of text is used by one pattern only
     (re.compile(rf"\b{_YEAR}-(\d{{1,2}})-(\d{{1,2}})\b"), "ymd"),
-    (re.compile(r"((?:19|20)\d\d)\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"), "ymd"),
-    (re.compile(r"((?:19|20)\d\d)\s*年\s*(\d{1,2})\s*月"), "ym"),
+    (re.compile(r"(\d{3,4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"), "ymd"),
+    (re.compile(r"(\d{3,4})\s*年\s*(\d{1,2})\s*月"), "ym"),
     (re.compile(rf"\b{_DAY}\s+(?:of\s+)?({_MONTH})\.?,?\s+{_YEAR}\b", re.IGNORECASE), "dmy"),
     (re.compile(rf"\b({_MONTH})\.?\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE), "mdy"),
     (re.compile(rf"\b({_MONTH})\.?,?\s+{_YEAR}\b", re.IGNORECASE), "my"),
-    (re.compile(rf"\b{_YEAR}\b"), "y"),
+    (re.compile(r"\b((?:19|20)\d\d)\b"), "y"),  # a bare number is a year only when it looks like a recent one
 ]
 
 Window = tuple[dt.date, dt.date]
