@@ -21,7 +21,7 @@ from schemas import Schema
 from tools import ToolCall, Workspace, agent_tools, run_tools
 
 from .errors import CuratorError, OpError
-from .extractor import _reason, assistant_floors
+from .extractor import assistant_floors, failure_reason
 from .llm import CallRecord, LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
 from .messages import Message
 from .settings import Settings
@@ -107,7 +107,7 @@ class Curator:
         except (CuratorError, OpError) as exc:
             result.reason = f"{exc}; nothing was committed"
         except Exception as exc:  # noqa: BLE001 - model/HTTP failures of any kind: reported, nothing committed
-            result.reason = f"{_reason(exc)}; nothing was committed"
+            result.reason = f"{failure_reason(exc)}; nothing was committed"
         finally:
             ws.close()
         if not result.ok:

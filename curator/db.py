@@ -86,7 +86,7 @@ def latest_version() -> int:
     return len(MIGRATIONS)
 
 
-class _Connection(sqlite3.Connection):
+class TranslatingConnection(sqlite3.Connection):
     """A connection whose errors name the file and say what to do (StoreCorrupt, StoreLocked, ...)."""
 
     path: Path | str = ""
@@ -119,7 +119,7 @@ def connect(data_dir: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.C
     path = data_dir / DB_FILENAME
     try:
         conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False,
-                               factory=_Connection)
+                               factory=TranslatingConnection)
         conn.path = path
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")

@@ -107,7 +107,7 @@ class Extractor:
         except (CuratorError, OpError) as exc:
             result.reason = str(exc)
         except Exception as exc:  # noqa: BLE001 - model/HTTP failures of any kind: recorded, nothing committed
-            result.reason = _reason(exc)
+            result.reason = failure_reason(exc)
         result.usage = trace.usage()
         log_calls(self.store, chat_id, trace.records)
         log_extraction(self.store, result)
@@ -164,7 +164,7 @@ def _plan_answer(ctx: RunContext[StepDeps], answer):
     return answer
 
 
-def _reason(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
     """A failure in one line: the error and what caused it (e.g. the last validation error)."""
     parts, seen = [], set()
     while exc is not None and id(exc) not in seen and len(parts) < 3:

@@ -19,12 +19,12 @@ from pydantic_ai.models import Model
 from prompts import render
 from schemas import Schema
 
+from .documents import node_document
 from .graph import Node
 from .injection import Chosen, Injection
 from .llm import LLMTrace, MeteredModel, build_model, model_settings
 from .queries import GraphView
 from .settings import RecallSettings
-from .vectors import node_document
 
 if TYPE_CHECKING:
     from .recall import Recaller, _Pool

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from schemas import Schema
 
 from .dates import date_windows, day_of, within
+from .documents import node_document, source_document
 from .graph import Node, normalize_name
 from .injection import Chosen, Injection, pack, persistent_nodes
 from .lexical import BM25
@@ -29,7 +30,7 @@ from .queries import GraphView
 from .rerank import rerank
 from .settings import RecallSettings, Settings
 from .store import Store, utc_now
-from .vectors import VectorIndex, node_document, source_document
+from .vectors import VectorIndex
 
 DENSE_WEIGHT, LEXICAL_WEIGHT = 1.0, 0.3  # on z-scores
 SOURCE_WEIGHT = 1.0  # of an event's source messages (dense + lexical, z-fused the same way) next to its own text

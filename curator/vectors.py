@@ -18,8 +18,7 @@ import chromadb
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
-from schemas import Schema
-
+from .documents import node_document, source_document
 from .embeddings import Embedder, EmbeddingProfile, make_embedder
 from .graph import Node
 from .store import Store, utc_now
@@ -65,30 +64,6 @@ class CuratorEmbeddingFunction(EmbeddingFunction[Documents]):
 
     def supported_spaces(self) -> list[str]:
         return ["cosine"]
-
-
-def node_document(node: Node, schema: Schema) -> str:
-    """The text embedded for a node: its embedded fields (or all fields if the type marks none), after the title
-    when the title says something the fields do not (not for template titles like "Summary 12")."""
-    spec = schema.type(node.type)
-    names = (spec.embedded_fields or spec.field_names) if spec else tuple(node.fields)
-    values = [node.fields[n].strip() for n in names if node.fields.get(n, "").strip()]
-    generated = spec is not None and spec.title_template is not None
-    if not generated and node.title and not any(node.title in v for v in values):
-        values.insert(0, node.title)
-    return "\n".join(values)
-
-
-SOURCE_SPAN = 4  # an event over more floors than this (a summary) has no one source worth scoring
-SOURCE_CHARS = 2000
-
-
-def source_document(node: Node, lines: dict[int, str], event_types: set[str]) -> str:
-    """The messages an event came from: its floors and the one before, as "name: text" lines ("" for others)."""
-    if node.type not in event_types or node.floor_to - node.floor_from + 1 > SOURCE_SPAN:
-        return ""
-    floors = range(max(0, node.floor_from - 1), node.floor_to + 1)
-    return "\n".join(lines[f] for f in floors if f in lines)[:SOURCE_CHARS]
 
 
 def _digest(*parts: object) -> str:

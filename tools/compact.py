@@ -11,9 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from curator.documents import node_document
 from curator.graph import Node
 from curator.ops import new_node_id
-from curator.vectors import node_document
 from schemas import TypeSpec
 
 from .read import brief

@@ -9,9 +9,9 @@ import math
 from collections import Counter, deque
 from types import SimpleNamespace
 
+from curator.documents import node_document
 from curator.graph import Node
 from curator.lexical import BM25, tokenize
-from curator.vectors import node_document
 
 from .workspace import ToolError, Workspace
 

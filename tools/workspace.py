@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curator.db import DB_FILENAME, _Connection
+from curator.db import DB_FILENAME, TranslatingConnection
 from curator.errors import CuratorError, OpError
 from curator.ops import dump_ops, parse_ops
 from curator.projection import Applier
@@ -65,7 +65,7 @@ class Workspace:
         """Copy the chat's graph tables into a fresh in-memory database (one SQL statement per table)."""
         chat = store.chat(chat_id)
         conn = sqlite3.connect("file::memory:", uri=True, isolation_level=None, check_same_thread=False,
-                               factory=_Connection)
+                               factory=TranslatingConnection)
         conn.path = ":memory: (curator workspace)"
         conn.row_factory = sqlite3.Row
         ddl = store.conn.execute(
