@@ -71,12 +71,16 @@ class Chat:
 
 
 class Store:
-    """All chats under one data directory. Safe to share between threads; writes are serialized."""
+    """All chats under one data directory. Safe to share between threads: each thread reads through its own
+    connection (so a reader never sees another thread's open transaction), and writes are serialized."""
 
     def __init__(self, data_dir: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
         self.data_dir = Path(data_dir).expanduser()
-        self.conn = connect(self.data_dir, busy_timeout_ms)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
         self._lock = threading.RLock()
+        self.conn  # noqa: B018 - open (and migrate) now, so a bad data directory fails here
         # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
         self.on_change: list[Callable[[str], None]] = []
 
@@ -91,8 +95,23 @@ class Store:
             raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
         return row[0]
 
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.data_dir, self._busy_timeout_ms)
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
     def close(self) -> None:
-        self.conn.close()
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
 
     def __enter__(self) -> Self:
         return self
@@ -268,6 +287,18 @@ class Store:
             _bump_version(conn, chat_id)
         self._changed(chat_id)
         return len(rows)
+
+    def clear_graph(self, chat_id: str) -> int:
+        """Forget the chat's whole commit log and graph (a full rebuild starts from here); returns the commits
+        removed. Messages and settings stay."""
+        with self.transaction() as conn:
+            self.chat(chat_id)
+            removed = conn.execute("DELETE FROM commits WHERE chat_id=?", (chat_id,)).rowcount
+            for table in ("nodes", "node_names", "edges"):
+                conn.execute(f"DELETE FROM {table} WHERE chat_id=?", (chat_id,))
+            _bump_version(conn, chat_id)
+        self._changed(chat_id)
+        return removed
 
     # ---- reads --------------------------------------------------------------------------------
     def graph(self, chat_id: str) -> GraphView:
