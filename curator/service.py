@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import nullcontext
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -166,6 +167,8 @@ class Memory:
         return import_graph(self.store, chat_id, graph, schema, mode, floor, source)
 
     # ---- history sync, swipe shelf, rebuild (issue 7) --------------------------------------------------------
+    recall_guard = None  # the HTTP service sets a lock here: recall caches are shared by its request threads
+
     @property
     def history(self) -> HistorySync:
         """History sync for every chat (opened on first use); its rollbacks drop the recall results cached for
@@ -176,7 +179,8 @@ class Memory:
 
             def forget(chat_id: str, floor: int) -> None:
                 if self._recaller is not None:
-                    self._recaller.forget_floors(chat_id, floor)
+                    with self.recall_guard or nullcontext():
+                        self._recaller.forget_floors(chat_id, floor)
 
             self._history = HistorySync(self.store, self.settings, Shelf(self.store), [forget])
         return self._history

@@ -178,10 +178,12 @@ def clear_memory(store: Store, shelf: Shelf, chat_id: str) -> int:
 async def extract_due(extractor: Extractor, chat_id: str, settings: Settings, *,
                       on_step: Callable[[ExtractionResult, int, int], None] | None = None,
                       should_stop: Callable[[], bool] | None = None,
-                      writer: AbstractContextManager | None = None) -> list[ExtractionResult]:
+                      writer: AbstractContextManager | None = None,
+                      on_idle: Callable[[], None] | None = None) -> list[ExtractionResult]:
     """Extract every floor still due, one step at a time, stopping at the first failure or when `should_stop`
     says so (checked before each step). `writer` (the chat's writer lock) is held for each step, so a sync of
-    the same chat waits for the step in flight and the next step sees the synced chat."""
+    the same chat waits for the step in flight and the next step sees the synced chat. `on_idle` is called under
+    that lock when nothing is left, so a sync deciding whether to queue more work never races the end."""
     results: list[ExtractionResult] = []
     total = len(due_floors(extractor.store, chat_id, settings))
     while True:
@@ -190,6 +192,8 @@ async def extract_due(extractor: Extractor, chat_id: str, settings: Settings, *,
                 break
             due = due_floors(extractor.store, chat_id, settings)
             if not due:
+                if on_idle is not None:
+                    on_idle()
                 break
             total = max(total, len(results) + len(due))
             results.append(await extractor.extract(chat_id, due[0][0]))

@@ -1,0 +1,108 @@
+"""What the service's routes share: the Memory, the chat writer locks, the job runner, the extraction model."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pydantic_ai.models import Model
+
+from ..extractor import Extractor
+from ..jobs import ChatLocks, JobContext, JobKind, JobRunner
+from ..service import Memory
+from ..sync import SyncReport, extract_due
+
+
+@dataclass
+class Service:
+    memory: Memory
+    locks: ChatLocks
+    jobs: JobRunner
+    recall_lock: threading.RLock
+    model: Model | None = None  # replaces the configured extraction model (tests, scripted runs)
+
+    @contextmanager
+    def writer(self, chat_id: str) -> Iterator[None]:
+        """The chat's writer lock: one writer per chat at a time, chats in parallel."""
+        with self.locks(chat_id):
+            yield
+
+    def sync(self, chat_id: str, messages: list, start: int = 0, extract: bool = True) -> tuple[SyncReport, dict | None]:
+        """Sync under the chat's writer lock, then queue re-extraction of what is due (one job per chat)."""
+        with self.writer(chat_id):
+            report = self.memory.sync(chat_id, messages, start)
+            job = self.jobs.submit(chat_id, "extract", reuse_active=True) if extract and report.due else None
+        return report, job
+
+    def recall(self, chat_id: str, query: str, **kwargs):
+        with self.recall_lock:  # the recaller's caches are shared by every request thread
+            return self.memory.recall(chat_id, query, **kwargs)
+
+
+def build_service(memory: Memory, model: Model | None = None, workers: int = 4) -> Service:
+    locks = ChatLocks()
+    recall_lock = threading.RLock()
+    service = Service(memory, locks, None, recall_lock, model)  # type: ignore[arg-type]
+    kinds = {
+        "extract": JobKind(lambda ctx: _extract_job(service, ctx), resumable=True),
+        "rebuild": JobKind(lambda ctx: _rebuild_job(service, ctx), resumable=True),
+        "vectors": JobKind(lambda ctx: _vectors_job(service, ctx), resumable=True),
+    }
+    service.jobs = JobRunner(memory.store, locks, kinds, workers=workers)
+    # Open the shared parts now, not racily on the first concurrent requests.
+    memory.history  # noqa: B018
+    memory.index  # noqa: B018
+    memory.recall_guard = recall_lock
+    return service
+
+
+def register_kind(service: Service, name: str, kind: JobKind) -> None:
+    """Add a job kind (curate, compact, ...): `kind.run(ctx)` gets a JobContext, returns a JSON-able result."""
+    service.jobs.kinds[name] = kind
+
+
+def _extract_job(service: Service, ctx: JobContext) -> dict:
+    memory = service.memory
+    extractor = Extractor(memory.store, memory.settings, model=service.model)
+    done: list = []
+
+    def on_step(result, count, total):
+        done.append(result)
+        ctx.progress(count, total, f"floor {result.floor}: {'ok' if result.ok else result.reason}")
+
+    results = asyncio.run(extract_due(extractor, ctx.chat_id, memory.settings, on_step=on_step,
+                                      should_stop=ctx.should_stop, writer=ctx.writer, on_idle=ctx.retire))
+    return _steps(results)
+
+
+def _rebuild_job(service: Service, ctx: JobContext) -> dict:
+    from ..sync import clear_memory
+
+    removed = None
+    if not ctx.resumed:  # a resumed rebuild already cleared; it continues extracting
+        with ctx.writer:
+            removed = clear_memory(service.memory.store, service.memory.history.shelf, ctx.chat_id)
+            service.memory.history._dropped(ctx.chat_id, 0)
+    return {"commits_removed": removed, **_extract_job(service, ctx)}
+
+
+def _vectors_job(service: Service, ctx: JobContext) -> dict:
+    full = bool(ctx.params.get("full"))
+    report = service.memory.rebuild_vectors(ctx.chat_id, full=full and not ctx.resumed,
+                                            progress=lambda d, t: ctx.progress(d, t))
+    return report.to_dict()
+
+
+def _steps(results: list) -> dict:
+    from ..llm import Usage
+
+    usage = Usage()
+    for r in results:
+        usage.merge(r.usage)
+    failed = next((r for r in results if not r.ok), None)
+    if failed is not None:
+        raise RuntimeError(f"extraction of floor {failed.floor} failed: {failed.reason}")
+    return {"steps_done": len(results), "floors": [r.floor for r in results], "usage": usage.to_dict()}
