@@ -349,3 +349,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+from . import cli_serve  # noqa: F401  (registers serve, mcp, sync, rebuild)

@@ -154,7 +154,7 @@ class JobRunner:
                 self._update(ctx.job_id, state="queued", message="stopped by a shutdown; resumes on restart")
             else:
                 self._update(ctx.job_id, state="cancelled")
-        except Exception as exc:  # noqa: BLE001 - a job's failure is its result, visible through the API
+        except Exception as exc:
             log.exception("job %s failed", ctx.job_id)
             hint = getattr(exc, "hint", "")
             self._update(ctx.job_id, state="failed", error=f"{type(exc).__name__}: {exc}" + (f" ({hint})" if hint else ""))

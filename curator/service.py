@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from contextlib import nullcontext
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -26,8 +26,8 @@ from .usage_log import extraction_failures, usage_totals
 
 if TYPE_CHECKING:
     from .injection import Injection
-    from .sync import HistorySync, SyncReport
     from .recall import Recaller
+    from .sync import HistoryReport, HistorySync
     from .vectors import SyncReport, VectorIndex
 
 
@@ -186,7 +186,7 @@ class Memory:
         return self._history
 
     def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
-             model: Model | None = None) -> SyncReport:
+             model: Model | None = None) -> HistoryReport:
         """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
         earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then extracts what
         is due (the report's `due` lists those floors either way)."""

@@ -33,7 +33,7 @@ FloorsDropped = Callable[[str, int], None]
 
 
 @dataclass
-class SyncReport:
+class HistoryReport:
     chat_id: str
     floors: int  # messages in the chat after the sync
     dirty_floor: int | None = None
@@ -97,16 +97,17 @@ class HistorySync:
         self.store, self.settings, self.shelf = store, settings, shelf
         self.on_floors_dropped = list(on_floors_dropped)
 
-    def sync(self, chat_id: str, messages: Sequence[Message], start: int = 0) -> SyncReport:
+    def sync(self, chat_id: str, messages: Sequence[Message], start: int = 0) -> HistoryReport:
         """Bring the stored chat and its memory in line with `messages` (the floors from `start` to the end)."""
         began = time.perf_counter()
+        self.store.chat(chat_id)  # ChatNotFound before anything else
         stored = self.store.messages(chat_id)
         if start < 0 or start > len(stored):
             raise CuratorError(f"a tail window must start at a stored floor or right after the last one "
                                f"(0..{len(stored)}), not {start}",
                                "Send the whole chat, or a tail window that starts at or before the first new floor.")
         merged = list(stored[:start]) + list(messages)
-        report = SyncReport(chat_id, len(merged))
+        report = HistoryReport(chat_id, len(merged))
         damaged = self._damaged_hashes(chat_id, stored)
         if damaged is not None:
             self._rebuild(chat_id, merged, report, f"stored hash of floor {damaged} does not match its message")
@@ -126,7 +127,7 @@ class HistorySync:
         return report
 
     def _roll_back(self, chat_id: str, stored: list[Message], merged: list[Message], floor: int,
-                   report: SyncReport) -> None:
+                   report: HistoryReport) -> None:
         try:
             result = self.store.rollback(chat_id, floor)
         except (CuratorError, ValueError, KeyError, TypeError) as exc:  # an undo record that cannot be read
@@ -142,7 +143,7 @@ class HistorySync:
         self._dropped(chat_id, floor)
         self.store.set_messages(chat_id, merged)
 
-    def _restore(self, chat_id: str, merged: list[Message], floor: int, report: SyncReport) -> None:
+    def _restore(self, chat_id: str, merged: list[Message], floor: int, report: HistoryReport) -> None:
         """The reply now at the first new floor may be one the shelf knows (a swipe back)."""
         if floor < len(merged) and merged[floor].role == "assistant":
             restored = self.shelf.restore(chat_id, floor, merged[floor])
@@ -155,7 +156,7 @@ class HistorySync:
                 return floor
         return None
 
-    def _rebuild(self, chat_id: str, merged: list[Message], report: SyncReport, reason: str) -> None:
+    def _rebuild(self, chat_id: str, merged: list[Message], report: HistoryReport, reason: str) -> None:
         log.warning("chat %s: %s; clearing its memory and rebuilding it from the chat", chat_id, reason)
         report.rebuilt, report.rebuild_reason, report.dirty_floor = True, reason, 0
         clear_memory(self.store, self.shelf, chat_id)

@@ -52,7 +52,8 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     for module in (routes_chats, routes_graph, routes_work):
         app.include_router(module.router, prefix="/api/v1")
     if config.proxy:
-        from ..proxy import ProxyConfig, router as proxy_router
+        from ..proxy import ProxyConfig
+        from ..proxy import router as proxy_router
 
         app.state.proxy = ProxyConfig(config.upstream, config.upstream_key_env)
         app.include_router(proxy_router)

@@ -13,7 +13,7 @@ from pydantic_ai.models import Model
 from ..extractor import Extractor
 from ..jobs import ChatLocks, JobContext, JobKind, JobRunner
 from ..service import Memory
-from ..sync import SyncReport, extract_due
+from ..sync import HistoryReport, extract_due
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Service:
         with self.locks(chat_id):
             yield
 
-    def sync(self, chat_id: str, messages: list, start: int = 0, extract: bool = True) -> tuple[SyncReport, dict | None]:
+    def sync(self, chat_id: str, messages: list, start: int = 0, extract: bool = True) -> tuple[HistoryReport, dict | None]:
         """Sync under the chat's writer lock, then queue re-extraction of what is due (one job per chat)."""
         with self.writer(chat_id):
             report = self.memory.sync(chat_id, messages, start)
