@@ -85,3 +85,18 @@ def test_ingest_overhead_quick():
     assert results["failed"] is False and results["replies"] == 50 and results["commits"] == 50
     for part in ("step", "model", "overhead"):
         assert LATENCY_KEYS <= results[part].keys()
+
+
+RESULT_KEYS["service_load"] = {"requests", "requests_per_s", "syncs", "recalls", "errors", "sync", "recall", "jobs",
+                               "due_without_job", "lost", "duplicated", "stale", "chat_mismatch", "extract_commits"}
+
+
+def test_service_load_quick():
+    """The short version of the load run: several clients on a few chats, no error, no lost, duplicated or stale
+    commit, every stored chat equal to its client's."""
+    results = run_quick("service_load")["results"]
+    assert results["errors"] == 0, results["error_samples"]
+    assert results["syncs"] > 0 and results["recalls"] == results["syncs"]
+    assert results["lost"] == results["duplicated"] == results["stale"] == results["chat_mismatch"] == 0
+    assert results["due_without_job"] == 0 and set(results["jobs"]) == {"done"}
+    assert LATENCY_KEYS <= results["sync"].keys()
