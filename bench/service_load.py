@@ -207,14 +207,14 @@ def main() -> None:
 def render(report: dict) -> str:
     r = report["results"]
     p = report["params"]
-    lines = [f"{p['clients']} clients, {p['chats']} chats, {p['seconds']:.0f} s: {r['requests']} requests "
-             f"({r['requests_per_s']}/s), {r['errors']} errors; changes {r['changes']}",
+    lines = [(f"{p['clients']} clients, {p['chats']} chats, {p['seconds']:.0f} s: {r['requests']} requests "
+             f"({r['requests_per_s']}/s), {r['errors']} errors; changes {r['changes']}"),
              table(["request", "count", "p50 ms", "p95 ms", "p99 ms", "max ms"],
                    [(name, r[key + "s"], r[key]["p50_ms"], r[key]["p95_ms"], r[key]["p99_ms"], r[key]["max_ms"])
                     for name, key in (("sync", "sync"), ("recall", "recall"))]),
-             f"after the run: jobs {r['jobs']}, settled in {r['settle_s']} s; {r['extract_commits']} extraction "
+             (f"after the run: jobs {r['jobs']}, settled in {r['settle_s']} s; {r['extract_commits']} extraction "
              f"commits, {r['extraction_calls']} model calls, {r['reverted_commits']} commits rolled back, "
-             f"{r['restored_from_shelf']} restored from the swipe shelf",
+             f"{r['restored_from_shelf']} restored from the swipe shelf"),
              f"floors due with no job once the jobs ran out: {r['due_without_job']}",
              f"lost {r['lost']}, duplicated {r['duplicated']}, stale {r['stale']}, chats differing {r['chat_mismatch']}"]
     return "\n".join(lines)

@@ -207,10 +207,7 @@ class Memory:
     def rebuild(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
                 should_stop: Callable[[], bool] | None = None) -> dict:
         """Clear the chat's memory and extract every floor again (`curator rebuild`)."""
-        from .sync import clear_memory
-
-        removed = clear_memory(self.store, self.history.shelf, chat_id)
-        self.history._dropped(chat_id, 0)
+        removed = self.history.clear(chat_id)
         results = self.extract_due(chat_id, model=model, on_step=on_step, should_stop=should_stop)
         usage = Usage()
         for r in results:
@@ -227,7 +224,7 @@ class Memory:
         self.store.delete_chat(chat_id)
         with self.store.transaction() as conn:
             delete_chat_rows(conn, chat_id)
-        self.history._dropped(chat_id, 0)
+        self.history.floors_dropped(chat_id, 0)
         if self._index is not None:
             self._index.drop(chat_id)
 

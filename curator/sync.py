@@ -140,7 +140,7 @@ class HistorySync:
             report.shelved = len(result.reverted)
         else:
             self.shelf.drop(chat_id, floor)
-        self._dropped(chat_id, floor)
+        self.floors_dropped(chat_id, floor)
         self.store.set_messages(chat_id, merged)
 
     def _restore(self, chat_id: str, merged: list[Message], floor: int, report: HistoryReport) -> None:
@@ -159,11 +159,17 @@ class HistorySync:
     def _rebuild(self, chat_id: str, merged: list[Message], report: HistoryReport, reason: str) -> None:
         log.warning("chat %s: %s; clearing its memory and rebuilding it from the chat", chat_id, reason)
         report.rebuilt, report.rebuild_reason, report.dirty_floor = True, reason, 0
-        clear_memory(self.store, self.shelf, chat_id)
-        self._dropped(chat_id, 0)
+        self.clear(chat_id)
         self.store.set_messages(chat_id, merged)
 
-    def _dropped(self, chat_id: str, floor: int) -> None:
+    def clear(self, chat_id: str) -> int:
+        """Forget the chat's whole memory before a rebuild; returns the commits removed."""
+        removed = clear_memory(self.store, self.shelf, chat_id)
+        self.floors_dropped(chat_id, 0)
+        return removed
+
+    def floors_dropped(self, chat_id: str, floor: int) -> None:
+        """Tell the listeners (recall caches) that memory at or after `floor` is gone."""
         for callback in self.on_floors_dropped:
             callback(chat_id, floor)
 

@@ -79,13 +79,10 @@ def _extract_job(service: Service, ctx: JobContext) -> dict:
 
 
 def _rebuild_job(service: Service, ctx: JobContext) -> dict:
-    from ..sync import clear_memory
-
     removed = None
     if not ctx.resumed:  # a resumed rebuild already cleared; it continues extracting
         with ctx.writer:
-            removed = clear_memory(service.memory.store, service.memory.history.shelf, ctx.chat_id)
-            service.memory.history._dropped(ctx.chat_id, 0)
+            removed = service.memory.history.clear(ctx.chat_id)
     return {"commits_removed": removed, **_extract_job(service, ctx)}
 
 
