@@ -207,3 +207,16 @@ def test_a_job_can_be_cancelled_between_steps(tmp_path):
         again = client.post(f"/jobs/{job['id']}/cancel")
         assert again.status_code == 400 and "cancelled" in again.json()["error"]["message"]
     memory.close()
+
+
+def test_the_extraction_channel_decides_whether_a_sync_queues_extraction(served):
+    client, _memory = served
+    client.post("/chats", json={"id": "c", "settings": {"channel": "curator"}})
+    synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(6))}).json()
+    assert synced["due"] == [1, 3, 5] and synced["job"] is None  # the curator agent's turn, not the extractor's
+    changed = client.put("/chats/c/settings", json={"channel": "both", "extraction": {"extract_every": 1}})
+    assert changed.json()["settings"]["channel"] == "both"
+    synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(8))}).json()
+    assert wait(client, synced["job"])["result"]["floors"] == [1, 3, 5, 7]
+    bad = client.post("/chats", json={"id": "d", "settings": {"channel": "psychic"}})
+    assert bad.status_code == 400 and "channel" in bad.json()["error"]["message"]

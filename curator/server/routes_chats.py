@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from fastapi import APIRouter, status
 from fastapi.concurrency import run_in_threadpool
@@ -14,6 +15,7 @@ from ..errors import CuratorError
 from ..settings import ExtractionSettings
 from ..store import utc_now
 from .deps import ServiceDep, Strict, SyncIn, window
+from .state import CHANNELS
 
 router = APIRouter(tags=["chats"])
 
@@ -26,6 +28,9 @@ class ChatIn(Strict):
 
 class SettingsIn(Strict):
     extraction: dict = Field(default_factory=dict, description="per-chat extraction overrides (extract_every, ...)")
+    channel: Literal["builtin", "curator", "both", "off"] = Field(
+        default="builtin", description="who extracts after each reply: the built-in extractor, the curator agent "
+                                       "(director mode), both, or neither")
 
 
 def _chat_dict(service, chat_id: str) -> dict:
@@ -40,9 +45,11 @@ def _schema(value: str | dict) -> Schema:
 
 
 def _check_settings(settings: dict) -> dict:
-    unknown = set(settings) - {"extraction"}
+    unknown = set(settings) - {"extraction", "channel"}
     if unknown:
-        raise CuratorError(f"unknown chat settings: {', '.join(sorted(unknown))}", "Known: extraction.")
+        raise CuratorError(f"unknown chat settings: {', '.join(sorted(unknown))}", "Known: extraction, channel.")
+    if settings.get("channel", "builtin") not in CHANNELS:
+        raise CuratorError(f"unknown extraction channel {settings['channel']!r}; one of: {', '.join(CHANNELS)}")
     try:
         ExtractionSettings.model_validate({**ExtractionSettings().model_dump(), **settings.get("extraction", {})})
     except ValidationError as exc:

@@ -31,15 +31,26 @@ class Service:
             yield
 
     def sync(self, chat_id: str, messages: list, start: int = 0, extract: bool = True) -> tuple[HistoryReport, dict | None]:
-        """Sync under the chat's writer lock, then queue re-extraction of what is due (one job per chat)."""
+        """Sync under the chat's writer lock, then queue re-extraction of what is due (one job per chat) when the
+        chat's extraction channel includes the built-in extractor."""
         with self.writer(chat_id):
             report = self.memory.sync(chat_id, messages, start)
-            job = self.jobs.submit(chat_id, "extract", reuse_active=True) if extract and report.due else None
+            builtin = extraction_channel(self.memory.chat(chat_id).settings) in ("builtin", "both")
+            job = self.jobs.submit(chat_id, "extract", reuse_active=True) if extract and builtin and report.due else None
         return report, job
 
     def recall(self, chat_id: str, query: str, **kwargs):
         with self.recall_lock:  # the recaller's caches are shared by every request thread
             return self.memory.recall(chat_id, query, **kwargs)
+
+
+CHANNELS = ("builtin", "curator", "both", "off")
+
+
+def extraction_channel(chat_settings: dict) -> str:
+    """Who extracts a chat's memory after each reply: the built-in extractor (default), the curator agent
+    (director mode), both (uncoordinated, for a safety net at extra cost) or neither."""
+    return chat_settings.get("channel", "builtin")
 
 
 def build_service(memory: Memory, model: Model | None = None, workers: int = 4) -> Service:
