@@ -24,6 +24,7 @@ class Upstream:
 
     def __init__(self):
         self.requests: list[dict] = []
+        self.headers: list[dict] = []
         self.variant = 0
         self.fail = False
         upstream = self
@@ -32,6 +33,7 @@ class Upstream:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 upstream.requests.append(body)
+                upstream.headers.append({k.lower(): v for k, v in self.headers.items()})
                 if upstream.fail:
                     return self._send(500, "application/json", json.dumps({"error": {"message": "upstream down"}}))
                 turns = sum(m["role"] == "user" for m in body["messages"])
@@ -174,3 +176,24 @@ def test_inject_places_memory_at_depth_after_the_system_prompt():
     merged = inject(messages, "MEM", {"position": "system", "role": "system"})
     assert merged[0]["content"] == "S\n\nMEM" and len(merged) == 4
     assert inject(messages, "", {"depth": 1}) is messages
+
+
+def test_behind_a_token_the_client_key_is_the_token_and_the_upstream_key_comes_from_the_environment(tmp_path,
+                                                                                                    monkeypatch):
+    upstream = Upstream()
+    seen: list[str] = []
+    monkeypatch.setenv("UPSTREAM_KEY", "up-secret")
+    memory = curator.open(tmp_path / "data")
+    app = create_app(memory, ServiceConfig(model=scripted_model(), upstream=upstream.url, token="tok",
+                                           upstream_key_env="UPSTREAM_KEY"))
+    with ThreadedServer(app) as server:
+        wrong = openai.OpenAI(base_url=server.url + "/v1", api_key="nope", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            wrong.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}], user="c")
+        right = openai.OpenAI(base_url=server.url + "/v1", api_key="tok", max_retries=0)
+        answer = right.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}], user="c")
+        assert answer.choices[0].message.content == reply_text(1)
+        seen.extend(upstream.headers)
+    assert seen[-1].get("authorization") == "Bearer up-secret"  # never the service token
+    upstream.server.shutdown()
+    memory.close()
