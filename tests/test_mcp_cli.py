@@ -96,6 +96,36 @@ def test_mcp_over_stdio_with_the_cli(road, tmp_path):
     asyncio.run(session())
 
 
+def test_mcp_over_streamable_http_with_the_cli(road, tmp_path):
+    import socket
+    import time
+
+    import httpx2
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = (tmp_path / "mcp.log").open("wb")
+    proc = subprocess.Popen([*_exe(), "--data", str(road.data_dir), "mcp", "--http", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        for _ in range(300):
+            try:
+                httpx2.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+                break
+            except httpx2.TransportError:
+                time.sleep(0.05)
+
+        async def session():
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                assert _payload(await client.call_tool("list_chats", {})) == ["road"]
+
+        asyncio.run(session())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def _cli(data, fake_url, *args):
     env = {**os.environ, "CURATOR_MODEL": "fake", "CURATOR_BASE_URL": fake_url, "CURATOR_API_KEY": "k",
            "COLUMNS": "200", "NO_COLOR": "1"}
