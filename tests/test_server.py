@@ -220,3 +220,22 @@ def test_the_extraction_channel_decides_whether_a_sync_queues_extraction(served)
     assert wait(client, synced["job"])["result"]["floors"] == [1, 3, 5, 7]
     bad = client.post("/chats", json={"id": "d", "settings": {"channel": "psychic"}})
     assert bad.status_code == 400 and "channel" in bad.json()["error"]["message"]
+
+
+def test_each_chat_recalls_through_its_own_cache_and_a_sync_drops_the_rolled_back_floors(tmp_path):
+    memory = curator.open(tmp_path / "data")
+    app = create_app(memory, ServiceConfig(model=scripted_model()))
+    service = app.state.service
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+        client.post("/chats", json={"id": "c"})
+        chat = scripted_chat(12)
+        wait(client, client.post("/chats/c/sync", json={"messages": as_json(chat)}).json()["job"])
+        first = client.post("/chats/c/recall", json={"query": "Where did Eileen go?", "user_floor": 10}).json()
+        again = client.post("/chats/c/recall", json={"query": "Where did Eileen go?", "user_floor": 10}).json()
+        assert not first["reused"] and again["reused"] and first["blocks"] == again["blocks"]
+        assert len(service.recallers["c"][0]._results) == 1
+        client.post("/chats/c/sync", json={"messages": as_json(chat[:9]), "extract": False})
+        assert len(service.recallers["c"][0]._results) == 0
+        assert client.post("/chats/nope/recall", json={"query": "x"}).status_code == 404
+        assert "nope" not in service.recallers
+    memory.close()

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic_ai.models import Model
 
@@ -23,6 +23,7 @@ class Service:
     jobs: JobRunner
     recall_lock: threading.RLock
     model: Model | None = None  # replaces the configured extraction model (tests, scripted runs)
+    recallers: dict = field(default_factory=dict)  # chat id -> (Recaller, its lock)
 
     @contextmanager
     def writer(self, chat_id: str) -> Iterator[None]:
@@ -39,9 +40,30 @@ class Service:
             job = self.jobs.submit(chat_id, "extract", reuse_active=True) if extract and builtin and report.due else None
         return report, job
 
-    def recall(self, chat_id: str, query: str, **kwargs):
-        with self.recall_lock:  # the recaller's caches are shared by every request thread
-            return self.memory.recall(chat_id, query, **kwargs)
+    def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None):
+        """Recall through the chat's own recaller, one request at a time per chat: its caches are not shared
+        with other chats, so recalls of different chats run in parallel."""
+        recaller, lock = self._recaller(chat_id)
+        with lock:
+            return recaller.recall(chat_id, query, mode=mode, user_floor=user_floor)
+
+    def _recaller(self, chat_id: str):
+        from ..recall import Recaller
+
+        self.memory.chat(chat_id)  # ChatNotFound: no recaller is kept for an unknown id
+        with self.recall_lock:
+            if chat_id not in self.recallers:
+                recaller = Recaller(self.memory.store, self.memory.settings, self.memory.index)
+                self.recallers[chat_id] = (recaller, threading.RLock())
+            return self.recallers[chat_id]
+
+    def forget_floors(self, chat_id: str, floor: int) -> None:
+        """History sync dropped memory at or after `floor`: drop what the chat's recaller cached for it."""
+        with self.recall_lock:
+            entry = self.recallers.pop(chat_id, None) if floor == 0 else self.recallers.get(chat_id)
+        if entry is not None and floor > 0:
+            with entry[1]:
+                entry[0].forget_floors(chat_id, floor)
 
 
 CHANNELS = ("builtin", "curator", "both", "off")
@@ -64,9 +86,9 @@ def build_service(memory: Memory, model: Model | None = None, workers: int = 4) 
     }
     service.jobs = JobRunner(memory.store, locks, kinds, workers=workers)
     # Open the shared parts now, not racily on the first concurrent requests.
-    memory.history  # noqa: B018
+    memory.history.on_floors_dropped.append(service.forget_floors)
     memory.index  # noqa: B018
-    memory.recall_guard = recall_lock
+    memory.recall_guard = recall_lock  # for the library's own recaller, if anything in-process uses it
     return service
 
 
