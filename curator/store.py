@@ -180,15 +180,20 @@ class Store:
     # ---- messages -----------------------------------------------------------------------------
     def set_messages(self, chat_id: str, messages: Sequence[Message]) -> None:
         """Store the chat's messages as given (floor = position), replacing what was stored."""
+        self.set_messages_from(chat_id, 0, messages)
+
+    def set_messages_from(self, chat_id: str, floor: int, messages: Sequence[Message]) -> None:
+        """Replace the floors from `floor` on with `messages` (floors below stay as stored): a sync of a long chat
+        writes only what changed."""
         with self.transaction() as conn:
             self.chat(chat_id)
-            conn.execute("DELETE FROM messages WHERE chat_id=?", (chat_id,))
+            conn.execute("DELETE FROM messages WHERE chat_id=? AND floor >= ?", (chat_id, floor))
             conn.executemany(
                 "INSERT INTO messages (chat_id, floor, role, name, text, swipe_id, swipes_json, hash, sent_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(chat_id, floor, m.role, m.name, m.text, m.swipe_id,
+                [(chat_id, f, m.role, m.name, m.text, m.swipe_id,
                   json.dumps(m.swipes, ensure_ascii=False) if m.swipes else None, m.hash, m.sent_at)
-                 for floor, m in enumerate(messages)],
+                 for f, m in enumerate(messages, start=floor)],
             )
 
     def messages(self, chat_id: str) -> list[Message]:

@@ -118,7 +118,7 @@ class HistorySync:
                 report.dirty_floor, report.reason = dirty.floor, dirty.reason
                 self._roll_back(chat_id, stored, merged, dirty.floor, report)
             elif len(merged) != len(stored):
-                self.store.set_messages(chat_id, merged)  # floors appended
+                self.store.set_messages_from(chat_id, len(stored), merged[len(stored):])  # floors appended
             self._restore(chat_id, merged, dirty.floor if dirty else len(stored), report)
         report.due = [f for f, _ in due_floors(self.store, chat_id, self.settings)]
         report.seconds = time.perf_counter() - began
@@ -141,7 +141,7 @@ class HistorySync:
         else:
             self.shelf.drop(chat_id, floor)
         self.floors_dropped(chat_id, floor)
-        self.store.set_messages(chat_id, merged)
+        self.store.set_messages_from(chat_id, floor, merged[floor:])
 
     def _restore(self, chat_id: str, merged: list[Message], floor: int, report: HistoryReport) -> None:
         """The reply now at the first new floor may be one the shelf knows (a swipe back)."""
