@@ -105,7 +105,7 @@ async def _proxy(request: Request, path_chat: str | None):
         return error_body(400, "invalid_request", "a chat-completions request needs a non-empty `messages` list")
     chat_id = _chat_id(request, body, path_chat)
     floors = floors_of(body["messages"])
-    injection = await run_in_threadpool(_prepare, service, chat_id, floors)
+    injection, start = await run_in_threadpool(_prepare, service, chat_id, floors)
     forwarded = dict(body, messages=inject(body["messages"], injection.text if injection else "",
                                            injection.placement if injection else {}))
     headers = {"content-type": "application/json"}
@@ -130,31 +130,60 @@ async def _proxy(request: Request, path_chat: str | None):
             finally:
                 await upstream.aclose()
 
-        after = BackgroundTask(_after_stream, service, chat_id, len(floors), collected) if upstream.is_success else None
+        after = (BackgroundTask(_after_stream, service, chat_id, start + len(floors), collected)
+                 if upstream.is_success else None)
         return StreamingResponse(relay(), status_code=upstream.status_code, headers=extra,
                                  media_type=upstream.headers.get("content-type", "text/event-stream"),
                                  background=after)
     upstream = await client.post(url, json=forwarded, headers=headers)
     after = None
     if upstream.is_success:
-        after = BackgroundTask(_remember, service, chat_id, len(floors), _reply_text(upstream.content))
+        after = BackgroundTask(_remember, service, chat_id, start + len(floors), _reply_text(upstream.content))
     return Response(upstream.content, status_code=upstream.status_code, headers=extra,
                     media_type=upstream.headers.get("content-type", "application/json"), background=after)
 
 
-def _prepare(service, chat_id: str, floors: list[Message]):
-    """Sync the request's floors (creating the chat on first sight) and recall for its last user message."""
+def window_start(stored: list[Message], floors: list[Message], probe: int = 3) -> int:
+    """Where the request's messages start in the stored chat. Front ends drop the oldest messages once the
+    context is full, so the request is often a tail of the chat: it starts at the stored floor from which the
+    most of its first messages match (one of its first `probe` messages may itself be edited). 0 when nothing
+    matches: then it is the whole chat."""
+    best, best_run = 0, 0
+    by_hash: dict[int, list[int]] = {}
+    for floor, message in enumerate(stored):
+        by_hash.setdefault(message.hash, []).append(floor)
+    for offset, message in enumerate(floors[:probe]):
+        for floor in by_hash.get(message.hash, ()):
+            start = floor - offset
+            if start < 0:
+                continue
+            run = 0  # how many of the request's messages from `offset` on match the stored floors
+            while (start + offset + run < len(stored) and offset + run < len(floors)
+                   and stored[start + offset + run].hash == floors[offset + run].hash):
+                run += 1
+            if run > best_run or (run == best_run and start > best):
+                best, best_run = start, run
+    return best
+
+
+def _prepare(service, chat_id: str, floors: list[Message]) -> tuple[object | None, int]:
+    """Sync the request's floors (creating the chat on first sight) and recall for its last user message.
+    Returns the injection (None when there is nothing to recall for) and the floor the request starts at."""
     if not service.memory.store.has_chat(chat_id):
         try:
             service.memory.create_chat(chat_id, "default")
         except CuratorError:
             if not service.memory.store.has_chat(chat_id):  # not a lost race with another request
                 raise
-    service.sync(chat_id, floors, 0, extract=False)
-    user_floor = next((i for i in range(len(floors) - 1, -1, -1) if floors[i].role == "user"), None)
-    if user_floor is None:
-        return None
-    return service.recall(chat_id, floors[user_floor].text, user_floor=user_floor)
+    if not floors:
+        return None, len(service.memory.store.messages(chat_id))  # a system-only call: memory stays as it is
+    with service.writer(chat_id):
+        start = window_start(service.memory.store.messages(chat_id), floors)
+        service.sync(chat_id, floors, start, extract=False)
+    user = next((i for i in range(len(floors) - 1, -1, -1) if floors[i].role == "user"), None)
+    if user is None:
+        return None, start
+    return service.recall(chat_id, floors[user].text, user_floor=start + user), start
 
 
 def _reply_text(content: bytes) -> str:

@@ -197,3 +197,31 @@ def test_behind_a_token_the_client_key_is_the_token_and_the_upstream_key_comes_f
     assert seen[-1].get("authorization") == "Bearer up-secret"  # never the service token
     upstream.server.shutdown()
     memory.close()
+
+
+def test_a_request_that_drops_the_oldest_messages_is_a_tail_of_the_chat(proxy):
+    """Front ends cut the oldest messages once the context is full: that is no edit, and nothing is rolled back."""
+    client, _upstream, memory, server, _calls = proxy
+    messages = converse(client, server, 5)
+    commits = len(memory.store.commits("c"))
+    trimmed = [messages[0], *messages[5:]] + [{"role": "user", "content": "And then? (turn 5)"}]
+    client.chat.completions.create(model="story", messages=trimmed, user="c")
+    settle(server)
+    stored = memory.store.messages("c")
+    assert len(stored) == 12 and stored[0].text == "What happens next? (turn 0)"
+    assert [c.anchor_floor for c in memory.store.commits("c")] == [1, 3, 5, 7, 9, 11]
+    assert len(memory.store.commits("c")) == commits + 1
+
+
+def test_window_start_finds_the_tail_even_when_its_first_message_was_edited():
+    from curator.messages import Message
+    from curator.proxy import window_start
+    from curator.scripted import scripted_chat
+
+    chat = scripted_chat(20)
+    assert window_start(chat, chat) == 0
+    assert window_start(chat, chat[8:]) == 8
+    edited = [Message("user", "User", "edited"), *chat[9:]]
+    assert window_start(chat, edited) == 8
+    assert window_start(chat, [Message("user", "User", "unknown")]) == 0
+    assert window_start([], chat) == 0
