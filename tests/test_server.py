@@ -65,6 +65,7 @@ def test_chats_sync_and_reextraction_over_http(served, tmp_path):
         assert graph_signature(memory, "c") == graph_signature(fresh, "c")
     info = client.get("/chats/c").json()
     assert info["floors"] == 40 and client.get("/chats/c/usage").json()["usage"]["total"]["calls"] == 30
+    assert client.get("/usage").json()["total"]["calls"] == 30
 
 
 def test_graph_nodes_are_scoped_to_their_chat_and_every_edit_is_a_commit(served):

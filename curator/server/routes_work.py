@@ -58,6 +58,18 @@ def usage(chat_id: str, service: ServiceDep) -> dict:
     return service.memory.usage(chat_id)
 
 
+@router.get("/usage")
+def usage_all(service: ServiceDep) -> dict:
+    """LLM calls, tokens and latency per chat and in all."""
+    from ..llm import Usage
+
+    chats = {chat_id: service.memory.usage(chat_id)["usage"]["total"] for chat_id in service.memory.chats()}
+    total = Usage()
+    for u in chats.values():
+        total.merge(Usage(**u))
+    return {"total": total.to_dict(), "chats": chats}
+
+
 @router.get("/chats/{chat_id}/commits")
 def commits(chat_id: str, service: ServiceDep, since_floor: int | None = None) -> dict:
     service.memory.chat(chat_id)
