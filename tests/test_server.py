@@ -150,7 +150,17 @@ def test_token_limits_and_bind_rules(tmp_path):
         auth = {"authorization": f"Bearer {TOKEN}"}
         assert client.get("/chats", headers=auth).status_code == 200
         big = client.post("/chats", headers=auth, json={"id": "a", "settings": {"x": "y" * 5000}})
-        assert big.status_code == 413
+        assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
+
+        def chunks(size):  # no content-length: the body is measured as it is read
+            yield b'{"id": "b", "settings": {"x": "'
+            yield b"y" * size
+            yield b'"}}'
+
+        chunked = client.post("/chats", headers={**auth, "content-type": "application/json"}, content=chunks(5000))
+        assert chunked.status_code == 413
+        small = client.post("/chats", headers={**auth, "content-type": "application/json"}, content=chunks(10))
+        assert small.status_code == 400 and "unknown chat settings: x" in small.json()["error"]["message"]
         codes = [client.get("/chats", headers=auth).status_code for _ in range(12)]
         assert 429 in codes and codes[0] == 200
     memory.close()
