@@ -100,3 +100,13 @@ def test_service_load_quick():
     assert results["lost"] == results["duplicated"] == results["stale"] == results["chat_mismatch"] == 0
     assert results["due_without_job"] == 0 and set(results["jobs"]) == {"done"}
     assert LATENCY_KEYS <= results["sync"].keys()
+
+
+RESULT_KEYS["history_sync"] = {"first_ingest_s", "scenarios"}
+
+
+def test_history_sync_quick():
+    rows = run_quick("history_sync")["results"]["scenarios"]
+    assert [r["scenario"] for r in rows] == ["edit", "delete", "swipe", "swipe back", "edit user + append"]
+    assert all(r["equals_fresh_ingest"] for r in rows)
+    assert rows[3]["restored"] == 1 and rows[3]["model_calls"] == 0  # the swipe back costs no model call
