@@ -158,7 +158,7 @@ def test_token_limits_and_bind_rules(tmp_path):
             yield b'"}}'
 
         chunked = client.post("/chats", headers={**auth, "content-type": "application/json"}, content=chunks(5000))
-        assert chunked.status_code == 413
+        assert chunked.status_code == 413 and chunked.json()["error"]["code"] == "body_too_large"
         small = client.post("/chats", headers={**auth, "content-type": "application/json"}, content=chunks(10))
         assert small.status_code == 400 and "unknown chat settings: x" in small.json()["error"]["message"]
         codes = [client.get("/chats", headers=auth).status_code for _ in range(12)]

@@ -16,7 +16,7 @@ from .. import __version__
 from ..errors import ChatExists, CuratorError, NotFound, StoreLocked
 from ..service import Memory
 from . import routes_chats, routes_graph, routes_work
-from .security import GuardMiddleware, Limits, error_body
+from .security import BodyTooLarge, GuardMiddleware, Limits, error_body
 from .state import build_service
 
 log = logging.getLogger("curator.server")
@@ -67,6 +67,10 @@ def _error_handlers(app: FastAPI) -> None:
         status = (404 if isinstance(exc, NotFound) else 409 if isinstance(exc, ChatExists)
                   else 503 if isinstance(exc, StoreLocked) else 400)
         return error_body(status, type(exc).__name__, str(exc), exc.hint)
+
+    @app.exception_handler(BodyTooLarge)
+    async def body_too_large(request: Request, exc: BodyTooLarge):
+        return error_body(413, "body_too_large", exc.detail, "Send a tail window of the chat (`start`) instead.")
 
     @app.exception_handler(SchemaError)
     async def schema_error(request: Request, exc: SchemaError):

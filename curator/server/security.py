@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -44,16 +44,34 @@ def error_body(status: int, code: str, message: str, hint: str = "") -> JSONResp
     return JSONResponse({"error": {"code": code, "message": message, "hint": hint}}, status_code=status)
 
 
-class GuardMiddleware(BaseHTTPMiddleware):
-    """Token, body size and rate checks before any route runs, each with a JSON 4xx."""
+class BodyTooLarge(HTTPException):
+    """Raised while a body without a declared length is read, once it passes the limit (answered with 413)."""
+
+    def __init__(self, limit: int):
+        super().__init__(413, f"request body over {limit} bytes")
+
+
+class GuardMiddleware:
+    """Token, body size and rate checks before any route runs, each with a JSON 4xx. A plain ASGI middleware,
+    so a body sent without a length is counted as it streams in, never buffered whole to be measured."""
 
     def __init__(self, app, token: str | None, limits: Limits):
-        super().__init__(app)
-        self.token, self.limits = token, limits
+        self.app, self.token, self.limits = app, token, limits
         self._buckets: dict[str, tuple[float, float]] = {}
         self._guard = threading.Lock()
 
-    async def dispatch(self, request: Request, call_next):
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        request = Request(scope)
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return await refusal(scope, receive, send)
+        if request.headers.get("content-length") is None:
+            receive = self._counted(receive)
+        return await self.app(scope, receive, send)
+
+    def _refusal(self, request: Request) -> JSONResponse | None:
         if self.token and request.url.path not in OPEN_PATHS and not self._authorized(request):
             response = error_body(401, "unauthorized", "missing or wrong bearer token",
                                   "Send `Authorization: Bearer <token>` with the service's token.")
@@ -63,16 +81,26 @@ class GuardMiddleware(BaseHTTPMiddleware):
         if length is not None and (not length.isdigit() or int(length) > self.limits.max_body_bytes):
             return error_body(413, "body_too_large", f"request body over {self.limits.max_body_bytes} bytes",
                               "Send a tail window of the chat (`start`) instead of the whole chat.")
-        if length is None and request.method in ("POST", "PUT", "PATCH"):
-            body = await request.body()  # chunked: read it (bounded by the server) and measure
-            if len(body) > self.limits.max_body_bytes:
-                return error_body(413, "body_too_large", f"request body over {self.limits.max_body_bytes} bytes")
         if self.limits.rate_per_minute and not self._take(request.client.host if request.client else "?"):
             response = error_body(429, "rate_limited", f"over {self.limits.rate_per_minute} requests per minute",
                                   "Wait a little and retry.")
             response.headers["Retry-After"] = "1"
             return response
-        return await call_next(request)
+        return None
+
+    def _counted(self, receive):
+        limit, seen = self.limits.max_body_bytes, 0
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        return counted
 
     def _authorized(self, request: Request) -> bool:
         header = request.headers.get("authorization", "")
