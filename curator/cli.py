@@ -342,15 +342,12 @@ def demo(json_: JsonOpt = False) -> None:
 DEMO_TURNS = (20, 38, 46)
 
 
-from . import cli_curate  # noqa: F401  (registers its commands)
-
-
 def main() -> None:
-    # Command modules register themselves on `app` when imported.
     app()
 
 
+# The other command modules register their commands on `app` when imported (after it is complete).
+from . import cli_curate, cli_maintain, cli_serve  # noqa: F401
+
 if __name__ == "__main__":
     main()
-
-from . import cli_maintain  # noqa: F401  (registers its commands)

@@ -113,6 +113,13 @@ class Recaller:
                 self._results.popitem(last=False)
         return injection
 
+    def forget_floors(self, chat_id: str, floor: int) -> int:
+        """Drop results cached for user floors >= `floor` of a chat (history sync rolled them back)."""
+        stale = [k for k in self._results if k[0] == chat_id and k[1] is not None and k[1] >= floor]
+        for key in stale:
+            del self._results[key]
+        return len(stale)
+
     # ---- the pool -----------------------------------------------------------------------------
     def _latest_floor(self, chat_id: str) -> int:
         row = self.store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()

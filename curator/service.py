@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -15,6 +16,7 @@ from .chatfile import read_chat
 from .exchange import ImportMode, export_graph, import_graph, read_graph_file
 from .extractor import ExtractionResult, Extractor, due_floors
 from .ingest import IngestReport, ingest
+from .llm import Usage
 from .messages import Message
 from .paths import data_dir as resolve_data_dir
 from .queries import GraphView
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from .injection import Injection
     from .maintenance import Maintainer, MaintenanceReport
     from .recall import Recaller
+    from .sync import HistoryReport, HistorySync
     from .vectors import SyncReport, VectorIndex
 
 
@@ -242,6 +245,68 @@ class Memory:
     def reflect(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
         """Let the model write a reflection (a long-term pattern) linked to the memories it rests on."""
         return asyncio.run(self.maintainer(model).reflect(chat_id))
+
+    # ---- history sync, swipe shelf, rebuild (issue 7) --------------------------------------------------------
+    recall_guard = None  # the HTTP service sets a lock here: recall caches are shared by its request threads
+
+    @property
+    def history(self) -> HistorySync:
+        """History sync for every chat (opened on first use); its rollbacks drop the recall results cached for
+        the floors they remove."""
+        if getattr(self, "_history", None) is None:
+            from .shelf import Shelf
+            from .sync import HistorySync
+
+            def forget(chat_id: str, floor: int) -> None:
+                if self._recaller is not None:
+                    with self.recall_guard or nullcontext():
+                        self._recaller.forget_floors(chat_id, floor)
+
+            self._history = HistorySync(self.store, self.settings, Shelf(self.store), [forget])
+        return self._history
+
+    def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
+             model: Model | None = None) -> HistoryReport:
+        """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
+        earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then extracts what
+        is due (the report's `due` lists those floors either way)."""
+        report = self.history.sync(chat_id, messages, start)
+        if extract and report.due:
+            self.extract_due(chat_id, model=model)
+            report.due = [f for f, _ in due_floors(self.store, chat_id, self.settings)]
+        return report
+
+    def extract_due(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
+                    should_stop: Callable[[], bool] | None = None) -> list[ExtractionResult]:
+        """Extract every floor still due, step by step; stops at the first failure or when `should_stop()`."""
+        from .sync import extract_due
+
+        extractor = Extractor(self.store, self.settings, model=model)
+        return asyncio.run(extract_due(extractor, chat_id, self.settings, on_step=on_step, should_stop=should_stop))
+
+    def rebuild(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
+                should_stop: Callable[[], bool] | None = None) -> dict:
+        """Clear the chat's memory and extract every floor again (`curator rebuild`)."""
+        removed = self.history.clear(chat_id)
+        results = self.extract_due(chat_id, model=model, on_step=on_step, should_stop=should_stop)
+        usage = Usage()
+        for r in results:
+            usage.merge(r.usage)
+        failed = next((r for r in results if not r.ok), None)
+        return {"chat": chat_id, "commits_removed": removed, "steps_done": sum(r.ok for r in results),
+                "failed": failed.to_dict() if failed else None,
+                "due": [f for f, _ in due_floors(self.store, chat_id, self.settings)], "usage": usage.to_dict()}
+
+    def delete_chat(self, chat_id: str) -> None:
+        """Delete a chat: its messages, memory, costs and vectors."""
+        from .shelf import delete_chat_rows
+
+        self.store.delete_chat(chat_id)
+        with self.store.transaction() as conn:
+            delete_chat_rows(conn, chat_id)
+        self.history.floors_dropped(chat_id, 0)
+        if self._index is not None:
+            self._index.drop(chat_id)
 
 
 def open(data_dir: str | Path | None = None) -> Memory:

@@ -71,12 +71,16 @@ class Chat:
 
 
 class Store:
-    """All chats under one data directory. Safe to share between threads; writes are serialized."""
+    """All chats under one data directory. Safe to share between threads: each thread reads through its own
+    connection (so a reader never sees another thread's open transaction), and writes are serialized."""
 
     def __init__(self, data_dir: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
         self.data_dir = Path(data_dir).expanduser()
-        self.conn = connect(self.data_dir, busy_timeout_ms)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
         self._lock = threading.RLock()
+        self.conn  # noqa: B018 - open (and migrate) now, so a bad data directory fails here
         # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
         self.on_change: list[Callable[[str], None]] = []
 
@@ -91,8 +95,23 @@ class Store:
             raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
         return row[0]
 
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.data_dir, self._busy_timeout_ms)
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
     def close(self) -> None:
-        self.conn.close()
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
 
     def __enter__(self) -> Self:
         return self
@@ -161,15 +180,20 @@ class Store:
     # ---- messages -----------------------------------------------------------------------------
     def set_messages(self, chat_id: str, messages: Sequence[Message]) -> None:
         """Store the chat's messages as given (floor = position), replacing what was stored."""
+        self.set_messages_from(chat_id, 0, messages)
+
+    def set_messages_from(self, chat_id: str, floor: int, messages: Sequence[Message]) -> None:
+        """Replace the floors from `floor` on with `messages` (floors below stay as stored): a sync of a long chat
+        writes only what changed."""
         with self.transaction() as conn:
             self.chat(chat_id)
-            conn.execute("DELETE FROM messages WHERE chat_id=?", (chat_id,))
+            conn.execute("DELETE FROM messages WHERE chat_id=? AND floor >= ?", (chat_id, floor))
             conn.executemany(
                 "INSERT INTO messages (chat_id, floor, role, name, text, swipe_id, swipes_json, hash, sent_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(chat_id, floor, m.role, m.name, m.text, m.swipe_id,
+                [(chat_id, f, m.role, m.name, m.text, m.swipe_id,
                   json.dumps(m.swipes, ensure_ascii=False) if m.swipes else None, m.hash, m.sent_at)
-                 for floor, m in enumerate(messages)],
+                 for f, m in enumerate(messages, start=floor)],
             )
 
     def messages(self, chat_id: str) -> list[Message]:
@@ -268,6 +292,18 @@ class Store:
             _bump_version(conn, chat_id)
         self._changed(chat_id)
         return len(rows)
+
+    def clear_graph(self, chat_id: str) -> int:
+        """Forget the chat's whole commit log and graph (a full rebuild starts from here); returns the commits
+        removed. Messages and settings stay."""
+        with self.transaction() as conn:
+            self.chat(chat_id)
+            removed = conn.execute("DELETE FROM commits WHERE chat_id=?", (chat_id,)).rowcount
+            for table in ("nodes", "node_names", "edges"):
+                conn.execute(f"DELETE FROM {table} WHERE chat_id=?", (chat_id,))
+            _bump_version(conn, chat_id)
+        self._changed(chat_id)
+        return removed
 
     # ---- reads --------------------------------------------------------------------------------
     def graph(self, chat_id: str) -> GraphView:

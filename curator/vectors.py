@@ -9,6 +9,7 @@ and by its source, since a short memory loses words that a query may use."""
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,7 @@ class VectorIndex:
     def __init__(self, store: Store, profile: EmbeddingProfile, url: str | None = None):
         self.store, self.profile = store, profile
         self.function = CuratorEmbeddingFunction(profile)
+        self._sync_lock = threading.RLock()
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)
@@ -133,6 +135,10 @@ class VectorIndex:
         """Bring the chat's collections in line with its graph and messages: embed what is new or changed, update
         metadata that changed, delete what vanished. `full` re-embeds everything; `floors` re-embeds the nodes
         whose floor range meets [a, b]. A profile change turns any sync into a full one. Failures are per node."""
+        with self._sync_lock:  # one at a time: the HTTP service syncs from request and job threads
+            return self._sync(chat_id, full, floors, progress)
+
+    def _sync(self, chat_id: str, full: bool, floors: tuple[int, int] | None, progress: Progress | None) -> SyncReport:
         chat = self.store.chat(chat_id)
         profile_key, hashes = self._state(chat_id)
         if profile_key is not None and profile_key != self.profile.key:

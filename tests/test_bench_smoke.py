@@ -105,3 +105,28 @@ def test_maintenance_quick():
     assert compression["nodes_archived"] > 0 and consolidation["steps"] == 20
     assert consolidation["llm_calls"] >= consolidation["gate_opened"] > 0
     assert LATENCY_KEYS <= consolidation["per_step"].keys()
+
+
+RESULT_KEYS["service_load"] = {"requests", "requests_per_s", "syncs", "recalls", "errors", "sync", "recall", "jobs",
+                               "due_without_job", "lost", "duplicated", "stale", "chat_mismatch", "extract_commits"}
+
+
+def test_service_load_quick():
+    """The short version of the load run: several clients on a few chats, no error, no lost, duplicated or stale
+    commit, every stored chat equal to its client's."""
+    results = run_quick("service_load")["results"]
+    assert results["errors"] == 0, results["error_samples"]
+    assert results["syncs"] > 0 and results["recalls"] == results["syncs"]
+    assert results["lost"] == results["duplicated"] == results["stale"] == results["chat_mismatch"] == 0
+    assert results["due_without_job"] == 0 and set(results["jobs"]) == {"done"}
+    assert LATENCY_KEYS <= results["sync"].keys()
+
+
+RESULT_KEYS["history_sync"] = {"first_ingest_s", "scenarios"}
+
+
+def test_history_sync_quick():
+    rows = run_quick("history_sync")["results"]["scenarios"]
+    assert [r["scenario"] for r in rows] == ["edit", "delete", "swipe", "swipe back", "edit user + append"]
+    assert all(r["equals_fresh_ingest"] for r in rows)
+    assert rows[3]["restored"] == 1 and rows[3]["model_calls"] == 0  # the swipe back costs no model call

@@ -1,0 +1,138 @@
+"""What the service's routes share: the Memory, the chat writer locks, the job runner, the extraction model."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from pydantic_ai.models import Model
+
+from ..extractor import Extractor
+from ..jobs import ChatLocks, JobContext, JobKind, JobRunner
+from ..service import Memory
+from ..sync import HistoryReport, extract_due
+
+
+@dataclass
+class Service:
+    memory: Memory
+    locks: ChatLocks
+    jobs: JobRunner
+    recall_lock: threading.RLock
+    model: Model | None = None  # replaces the configured extraction model (tests, scripted runs)
+    recallers: dict = field(default_factory=dict)  # chat id -> (Recaller, its lock)
+
+    @contextmanager
+    def writer(self, chat_id: str) -> Iterator[None]:
+        """The chat's writer lock: one writer per chat at a time, chats in parallel."""
+        with self.locks(chat_id):
+            yield
+
+    def sync(self, chat_id: str, messages: list, start: int = 0, extract: bool = True) -> tuple[HistoryReport, dict | None]:
+        """Sync under the chat's writer lock, then queue re-extraction of what is due (one job per chat) when the
+        chat's extraction channel includes the built-in extractor."""
+        with self.writer(chat_id):
+            report = self.memory.sync(chat_id, messages, start)
+            builtin = extraction_channel(self.memory.chat(chat_id).settings) in ("builtin", "both")
+            job = self.jobs.submit(chat_id, "extract", reuse_active=True) if extract and builtin and report.due else None
+        return report, job
+
+    def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None):
+        """Recall through the chat's own recaller, one request at a time per chat: its caches are not shared
+        with other chats, so recalls of different chats run in parallel."""
+        recaller, lock = self._recaller(chat_id)
+        with lock:
+            return recaller.recall(chat_id, query, mode=mode, user_floor=user_floor)
+
+    def _recaller(self, chat_id: str):
+        from ..recall import Recaller
+
+        self.memory.chat(chat_id)  # ChatNotFound: no recaller is kept for an unknown id
+        with self.recall_lock:
+            if chat_id not in self.recallers:
+                recaller = Recaller(self.memory.store, self.memory.settings, self.memory.index)
+                self.recallers[chat_id] = (recaller, threading.RLock())
+            return self.recallers[chat_id]
+
+    def forget_floors(self, chat_id: str, floor: int) -> None:
+        """History sync dropped memory at or after `floor`: drop what the chat's recaller cached for it."""
+        with self.recall_lock:
+            entry = self.recallers.pop(chat_id, None) if floor == 0 else self.recallers.get(chat_id)
+        if entry is not None and floor > 0:
+            with entry[1]:
+                entry[0].forget_floors(chat_id, floor)
+
+
+CHANNELS = ("builtin", "curator", "both", "off")
+
+
+def extraction_channel(chat_settings: dict) -> str:
+    """Who extracts a chat's memory after each reply: the built-in extractor (default), the curator agent
+    (director mode), both (uncoordinated, for a safety net at extra cost) or neither."""
+    return chat_settings.get("channel", "builtin")
+
+
+def build_service(memory: Memory, model: Model | None = None, workers: int = 4) -> Service:
+    locks = ChatLocks()
+    recall_lock = threading.RLock()
+    service = Service(memory, locks, None, recall_lock, model)  # type: ignore[arg-type]
+    kinds = {
+        "extract": JobKind(lambda ctx: _extract_job(service, ctx), resumable=True),
+        "rebuild": JobKind(lambda ctx: _rebuild_job(service, ctx), resumable=True),
+        "vectors": JobKind(lambda ctx: _vectors_job(service, ctx), resumable=True),
+    }
+    service.jobs = JobRunner(memory.store, locks, kinds, workers=workers)
+    # Open the shared parts now, not racily on the first concurrent requests.
+    memory.history.on_floors_dropped.append(service.forget_floors)
+    memory.index  # noqa: B018
+    memory.recall_guard = recall_lock  # for the library's own recaller, if anything in-process uses it
+    return service
+
+
+def register_kind(service: Service, name: str, kind: JobKind) -> None:
+    """Add a job kind (curate, compact, ...): `kind.run(ctx)` gets a JobContext, returns a JSON-able result."""
+    service.jobs.kinds[name] = kind
+
+
+def _extract_job(service: Service, ctx: JobContext) -> dict:
+    memory = service.memory
+    extractor = Extractor(memory.store, memory.settings, model=service.model)
+    done: list = []
+
+    def on_step(result, count, total):
+        done.append(result)
+        ctx.progress(count, total, f"floor {result.floor}: {'ok' if result.ok else result.reason}")
+
+    results = asyncio.run(extract_due(extractor, ctx.chat_id, memory.settings, on_step=on_step,
+                                      should_stop=ctx.should_stop, writer=ctx.writer, on_idle=ctx.retire))
+    return _steps(results)
+
+
+def _rebuild_job(service: Service, ctx: JobContext) -> dict:
+    removed = None
+    if not ctx.resumed:  # a resumed rebuild already cleared; it continues extracting
+        with ctx.writer:
+            removed = service.memory.history.clear(ctx.chat_id)
+    return {"commits_removed": removed, **_extract_job(service, ctx)}
+
+
+def _vectors_job(service: Service, ctx: JobContext) -> dict:
+    full = bool(ctx.params.get("full"))
+    report = service.memory.rebuild_vectors(ctx.chat_id, full=full and not ctx.resumed,
+                                            progress=lambda d, t: ctx.progress(d, t))
+    return report.to_dict()
+
+
+def _steps(results: list) -> dict:
+    from ..llm import Usage
+
+    usage = Usage()
+    for r in results:
+        usage.merge(r.usage)
+    failed = next((r for r in results if not r.ok), None)
+    if failed is not None:
+        raise RuntimeError(f"extraction of floor {failed.floor} failed: {failed.reason}")
+    return {"steps_done": len(results), "floors": [r.floor for r in results], "usage": usage.to_dict()}
