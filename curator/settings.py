@@ -56,7 +56,7 @@ class ExtractionSettings(_Strict):
     max_known_entities: int = Field(default=200, ge=0)
     # Who writes memory after a reply: the built-in extractor, the memory_curator agent, or both (the curator
     # then runs second and sees what the extractor wrote).
-    channel: Literal["extractor", "curator", "both"] = "extractor"
+    channel: Literal["extractor", "curator", "both", "off"] = "extractor"  # who writes after each reply
     curator_max_requests: int = Field(default=16, ge=1, le=100)  # model requests per curator run
 
 

@@ -220,17 +220,52 @@ def test_a_job_can_be_cancelled_between_steps(tmp_path):
     memory.close()
 
 
-def test_the_extraction_channel_decides_whether_a_sync_queues_extraction(served):
-    client, _memory = served
-    client.post("/chats", json={"id": "c", "settings": {"channel": "curator"}})
-    synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(6))}).json()
-    assert synced["due"] == [1, 3, 5] and synced["job"] is None  # the curator agent's turn, not the extractor's
-    changed = client.put("/chats/c/settings", json={"channel": "both", "extraction": {"extract_every": 1}})
-    assert changed.json()["settings"]["channel"] == "both"
-    synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(8))}).json()
-    assert wait(client, synced["job"])["result"]["floors"] == [1, 3, 5, 7]
-    bad = client.post("/chats", json={"id": "d", "settings": {"channel": "psychic"}})
-    assert bad.status_code == 400 and "channel" in bad.json()["error"]["message"]
+def _text_only(messages, info):
+    from pydantic_ai.messages import ModelResponse, TextPart
+
+    return ModelResponse(parts=[TextPart("Nothing to change.")])
+
+
+def test_the_extraction_channel_decides_which_job_a_sync_queues(tmp_path):
+    from pydantic_ai.models.function import FunctionModel
+
+    memory = curator.open(tmp_path / "data")
+    app = create_app(memory, ServiceConfig(model=scripted_model(), curate_model=FunctionModel(_text_only)))
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+        client.post("/chats", json={"id": "c", "settings": {"extraction": {"channel": "off"}}})
+        synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(4))}).json()
+        assert synced["due"] == [1, 3] and synced["job"] is None  # nobody writes
+        client.put("/chats/c/settings", json={"extraction": {"channel": "curator"}})
+        synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(6))}).json()
+        done = wait(client, synced["job"])
+        assert done["kind"] == "curate" and [r["floor"] for r in done["result"]["runs"]] == [1, 3, 5]
+        assert [c.origin for c in memory.store.commits("c")] == ["curate"] * 3  # the agent's runs, one commit each
+        changed = client.put("/chats/c/settings", json={"extraction": {"channel": "both", "extract_every": 1}})
+        assert changed.json()["settings"]["extraction"]["channel"] == "both"
+        synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(8))}).json()
+        assert wait(client, synced["job"])["result"]["floors"] == [1, 3, 5, 7]
+        bad = client.post("/chats", json={"id": "d", "settings": {"extraction": {"channel": "psychic"}}})
+        assert bad.status_code == 400 and "channel" in bad.json()["error"]["message"]
+    memory.close()
+
+
+def test_curate_and_maintenance_run_as_jobs(tmp_path):
+    from pydantic_ai.models.function import FunctionModel
+
+    memory = curator.open(tmp_path / "data")
+    app = create_app(memory, ServiceConfig(model=scripted_model(), curate_model=FunctionModel(_text_only)))
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+        client.post("/chats", json={"id": "c"})
+        wait(client, client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(6))}).json()["job"])
+        before = len(memory.store.commits("c"))
+        dry = wait(client, client.post("/chats/c/curate", json={"draft_reply": "She waves.", "dry_run": True}).json())
+        assert dry["state"] == "done" and dry["result"]["runs"][0]["dry_run"] is True
+        assert len(memory.store.commits("c")) == before  # a dry run commits nothing
+        forget = wait(client, client.post("/chats/c/maintenance/forget", json={"dry_run": True}).json())
+        assert forget["state"] == "done" and forget["result"]["op"] == "forget"
+        assert client.post("/chats/c/maintenance/teleport", json={}).status_code == 422
+        assert client.post("/chats/nope/curate", json={}).status_code == 404
+    memory.close()
 
 
 def test_each_chat_recalls_through_its_own_cache_and_a_sync_drops_the_rolled_back_floors(tmp_path):

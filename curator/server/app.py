@@ -27,6 +27,8 @@ class ServiceConfig:
     token: str | None = None  # bearer token; required (by `curator serve`) off loopback
     limits: Limits = field(default_factory=Limits)
     model: Model | None = None  # extraction model override (tests, scripted runs)
+    curate_model: Model | None = None  # a pydantic-ai Model for the curator agent (tests, scripted runs)
+    maintenance_model: Model | None = None  # ... for maintenance
     workers: int = 4  # job threads
     upstream: str | None = None  # the proxy's real model endpoint (OpenAI-compatible base URL)
     upstream_key_env: str | None = None  # the variable holding the upstream's API key
@@ -35,7 +37,7 @@ class ServiceConfig:
 
 def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
-    service = build_service(memory, config.model, config.workers)
+    service = build_service(memory, config.model, config.workers, config.curate_model, config.maintenance_model)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
 
 from fastapi import APIRouter, status
 from fastapi.concurrency import run_in_threadpool
@@ -12,10 +11,10 @@ from pydantic import Field, ValidationError
 from schemas import Schema, dump_schema, load_preset, preset_names, schema_from_data
 
 from ..errors import CuratorError
+from ..maintenance_settings import MaintenanceSettings
 from ..settings import ExtractionSettings
 from ..store import utc_now
 from .deps import ServiceDep, Strict, SyncIn, window
-from .state import CHANNELS
 
 router = APIRouter(tags=["chats"])
 
@@ -27,10 +26,9 @@ class ChatIn(Strict):
 
 
 class SettingsIn(Strict):
-    extraction: dict = Field(default_factory=dict, description="per-chat extraction overrides (extract_every, ...)")
-    channel: Literal["builtin", "curator", "both", "off"] = Field(
-        default="builtin", description="who extracts after each reply: the built-in extractor, the curator agent "
-                                       "(director mode), both, or neither")
+    extraction: dict = Field(default_factory=dict, description="per-chat extraction overrides: extract_every, "
+                             "channel (who writes after each reply: extractor, curator, both, off), ...")
+    maintenance: dict = Field(default_factory=dict, description="per-chat maintenance overrides (auto, cadences...)")
 
 
 def _chat_dict(service, chat_id: str) -> dict:
@@ -45,17 +43,16 @@ def _schema(value: str | dict) -> Schema:
 
 
 def _check_settings(settings: dict) -> dict:
-    unknown = set(settings) - {"extraction", "channel"}
+    unknown = set(settings) - {"extraction", "maintenance"}
     if unknown:
-        raise CuratorError(f"unknown chat settings: {', '.join(sorted(unknown))}", "Known: extraction, channel.")
-    if settings.get("channel", "builtin") not in CHANNELS:
-        raise CuratorError(f"unknown extraction channel {settings['channel']!r}; one of: {', '.join(CHANNELS)}")
-    try:
-        ExtractionSettings.model_validate({**ExtractionSettings().model_dump(), **settings.get("extraction", {})})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise CuratorError(f"settings.extraction.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-    return settings
+        raise CuratorError(f"unknown chat settings: {', '.join(sorted(unknown))}", "Known: extraction, maintenance.")
+    for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings)):
+        try:
+            model.model_validate({**model().model_dump(), **settings.get(name, {})})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise CuratorError(f"settings.{name}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    return {k: v for k, v in settings.items() if v}
 
 
 @router.post("/chats", status_code=status.HTTP_201_CREATED)

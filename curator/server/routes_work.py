@@ -1,10 +1,12 @@
 """Recall, extraction, rebuild, vectors, usage and jobs. Long work runs as a job (progress, cancel, result).
 
-Adding a job-backed endpoint (curate, compact, ...) takes a few lines: register the kind with
-`state.register_kind(service, "compact", JobKind(fn))` and submit it with `service.jobs.submit(chat_id, "compact")`.
+A job-backed endpoint takes a few lines: register the kind in `state.build_service` (or with
+`state.register_kind`) and submit it with `service.jobs.submit(chat_id, kind, params)`.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from fastapi import APIRouter, status
 from fastapi.concurrency import run_in_threadpool
@@ -13,6 +15,7 @@ from pydantic import Field
 from .deps import ServiceDep, Strict
 
 router = APIRouter(tags=["work"])
+MaintenanceOp = Literal["compact", "consolidate", "evolve", "summarize", "forget", "reflect"]
 
 
 class RecallIn(Strict):
@@ -23,6 +26,20 @@ class RecallIn(Strict):
 
 class VectorsIn(Strict):
     full: bool = False
+
+
+class CurateIn(Strict):
+    floor: int | None = Field(default=None, ge=0, description="the reply to curate (default: the newest)")
+    draft_reply: str | None = Field(default=None, max_length=100_000,
+                                    description="director mode: a reply the orchestrator drafted, not yet in the chat")
+    dry_run: bool = False
+
+
+class MaintainIn(Strict):
+    types: list[str] | None = None  # compact: only these types
+    steps: int = Field(default=1, ge=1, le=1000)  # consolidate / evolve: the newest N extraction steps
+    node_ids: list[str] | None = None  # consolidate / evolve: these nodes instead
+    dry_run: bool = False  # forget: list what would be archived
 
 
 @router.post("/chats/{chat_id}/recall")
@@ -51,6 +68,22 @@ def rebuild(chat_id: str, service: ServiceDep) -> dict:
 def rebuild_vectors(chat_id: str, body: VectorsIn, service: ServiceDep) -> dict:
     service.memory.chat(chat_id)
     return service.jobs.submit(chat_id, "vectors", {"full": body.full})
+
+
+@router.post("/chats/{chat_id}/curate", status_code=status.HTTP_202_ACCEPTED)
+def curate(chat_id: str, body: CurateIn, service: ServiceDep) -> dict:
+    """Run the memory_curator agent as a job (director mode with `draft_reply`); its result is the run's trace."""
+    service.memory.chat(chat_id)
+    params = body.model_dump(exclude_none=True)
+    return service.jobs.submit(chat_id, "curate", params if params != {"dry_run": False} else {})
+
+
+@router.post("/chats/{chat_id}/maintenance/{op}", status_code=status.HTTP_202_ACCEPTED)
+def maintain(chat_id: str, op: MaintenanceOp, body: MaintainIn, service: ServiceDep) -> dict:
+    """Compact, consolidate, evolve, summarize, forget (`dry_run` lists what would go) or reflect, as a job;
+    the result is the operation's report (changes, commits, LLM calls, tokens)."""
+    service.memory.chat(chat_id)
+    return service.jobs.submit(chat_id, op, body.model_dump(exclude_none=True))
 
 
 @router.get("/chats/{chat_id}/usage")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from pydantic_ai.models import Model
 
-from ..extractor import Extractor
+from ..extractor import Extractor, due_floors
 from ..jobs import ChatLocks, JobContext, JobKind, JobRunner
 from ..service import Memory
 from ..sync import HistoryReport, extract_due
@@ -23,6 +23,8 @@ class Service:
     jobs: JobRunner
     recall_lock: threading.RLock
     model: Model | None = None  # replaces the configured extraction model (tests, scripted runs)
+    curate_model: Model | None = None  # ... the curator agent's
+    maintenance_model: Model | None = None  # ... maintenance's
     recallers: dict = field(default_factory=dict)  # chat id -> (Recaller, its lock)
 
     @contextmanager
@@ -36,8 +38,9 @@ class Service:
         chat's extraction channel includes the built-in extractor."""
         with self.writer(chat_id):
             report = self.memory.sync(chat_id, messages, start)
-            builtin = extraction_channel(self.memory.chat(chat_id).settings) in ("builtin", "both")
-            job = self.jobs.submit(chat_id, "extract", reuse_active=True) if extract and builtin and report.due else None
+            channel = extraction_channel(self.memory, chat_id)
+            kind = {"extractor": "extract", "both": "extract", "curator": "curate"}.get(channel)
+            job = self.jobs.submit(chat_id, kind, reuse_active=True) if extract and kind and report.due else None
         return report, job
 
     def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None):
@@ -66,23 +69,24 @@ class Service:
                 entry[0].forget_floors(chat_id, floor)
 
 
-CHANNELS = ("builtin", "curator", "both", "off")
+def extraction_channel(memory: Memory, chat_id: str) -> str:
+    """Who writes a chat's memory after each reply (`extraction.channel`): the built-in extractor (default),
+    the curator agent (director mode), both (the curator after the extractor, seeing what it wrote) or neither."""
+    return memory.settings.for_chat(memory.chat(chat_id).settings).extraction.channel
 
 
-def extraction_channel(chat_settings: dict) -> str:
-    """Who extracts a chat's memory after each reply: the built-in extractor (default), the curator agent
-    (director mode), both (uncoordinated, for a safety net at extra cost) or neither."""
-    return chat_settings.get("channel", "builtin")
-
-
-def build_service(memory: Memory, model: Model | None = None, workers: int = 4) -> Service:
+def build_service(memory: Memory, model: Model | None = None, workers: int = 4, curate_model: Model | None = None,
+                  maintenance_model: Model | None = None) -> Service:
     locks = ChatLocks()
     recall_lock = threading.RLock()
-    service = Service(memory, locks, None, recall_lock, model)  # type: ignore[arg-type]
+    service = Service(memory, locks, None, recall_lock, model,  # type: ignore[arg-type]
+                      curate_model=curate_model, maintenance_model=maintenance_model)
     kinds = {
         "extract": JobKind(lambda ctx: _extract_job(service, ctx), resumable=True),
         "rebuild": JobKind(lambda ctx: _rebuild_job(service, ctx), resumable=True),
         "vectors": JobKind(lambda ctx: _vectors_job(service, ctx), resumable=True),
+        "curate": JobKind(lambda ctx: _curate_job(service, ctx), resumable=True),
+        **{op: JobKind(lambda ctx, op=op: _maintenance_job(service, ctx, op)) for op in MAINTENANCE_OPS},
     }
     service.jobs = JobRunner(memory.store, locks, kinds, workers=workers)
     # Open the shared parts now, not racily on the first concurrent requests.
@@ -95,6 +99,50 @@ def build_service(memory: Memory, model: Model | None = None, workers: int = 4) 
 def register_kind(service: Service, name: str, kind: JobKind) -> None:
     """Add a job kind (curate, compact, ...): `kind.run(ctx)` gets a JobContext, returns a JSON-able result."""
     service.jobs.kinds[name] = kind
+
+
+MAINTENANCE_OPS = ("compact", "consolidate", "evolve", "summarize", "forget", "reflect")
+
+
+def _maintenance_job(service: Service, ctx: JobContext, op: str) -> dict:
+    """One maintenance operation (its own commits), under the chat's writer lock."""
+    memory, params, model = service.memory, ctx.params, service.maintenance_model
+    calls = {
+        "compact": lambda: memory.compact(ctx.chat_id, params.get("types"), model=model,
+                                          progress=lambda d, t: ctx.progress(d, t)),
+        "consolidate": lambda: memory.consolidate(ctx.chat_id, params.get("steps", 1), params.get("node_ids"), model),
+        "evolve": lambda: memory.evolve(ctx.chat_id, params.get("steps", 1), params.get("node_ids"), model),
+        "summarize": lambda: memory.summarize(ctx.chat_id, model=model),
+        "forget": lambda: memory.forget(ctx.chat_id, dry_run=bool(params.get("dry_run"))),
+        "reflect": lambda: memory.reflect(ctx.chat_id, model=model),
+    }
+    with ctx.writer:
+        report = calls[op]()
+    if not report.ok:
+        raise RuntimeError(f"{op} failed: {report.error}")
+    return report.to_dict()
+
+
+def _curate_job(service: Service, ctx: JobContext) -> dict:
+    """The memory_curator agent: for one floor (`params.floor`, director mode with `params.draft_reply`), or,
+    with the `curator` channel, for every floor still due."""
+    memory, params = service.memory, ctx.params
+    if "floor" in params or "draft_reply" in params or extraction_channel(memory, ctx.chat_id) != "curator":
+        floors = [params.get("floor")]
+    else:
+        floors = [f for f, _ in due_floors(memory.store, ctx.chat_id, memory.settings)]
+    results = []
+    for count, floor in enumerate(floors, start=1):
+        if ctx.should_stop():
+            break
+        with ctx.writer:
+            result = memory.curate(ctx.chat_id, floor, params.get("draft_reply"),
+                                   dry_run=bool(params.get("dry_run")), model=service.curate_model)
+        results.append(result.to_dict())
+        ctx.progress(count, len(floors), f"floor {result.floor}: {'ok' if result.ok else result.reason}")
+        if not result.ok:
+            raise RuntimeError(f"curation of floor {result.floor} failed: {result.reason}")
+    return {"runs": results}
 
 
 def _extract_job(service: Service, ctx: JobContext) -> dict:
