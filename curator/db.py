@@ -76,10 +76,24 @@ _V3 = [
     "ALTER TABLE chats ADD COLUMN graph_version INTEGER NOT NULL DEFAULT 0",
 ]
 
+# Version 4: the swipe shelf (commits rolled back by a swipe, kept per reply text so swiping back restores them),
+# the service's jobs (kept so a restart can resume or fail them visibly), and a messages version per chat that every
+# write of its messages bumps (the key of caches built from messages, e.g. events' sources).
+_V4 = [
+    "ALTER TABLE chats ADD COLUMN messages_version INTEGER NOT NULL DEFAULT 0",
+    """CREATE TABLE swipe_shelf (
+        chat_id TEXT NOT NULL, floor INTEGER NOT NULL, text_key INTEGER NOT NULL, commits_json TEXT NOT NULL,
+        at TEXT NOT NULL, PRIMARY KEY (chat_id, floor, text_key)) WITHOUT ROWID""",
+    """CREATE TABLE jobs (
+        id TEXT PRIMARY KEY, chat_id TEXT NOT NULL, kind TEXT NOT NULL, params_json TEXT NOT NULL,
+        state TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, total INTEGER, message TEXT NOT NULL DEFAULT '',
+        result_json TEXT, error TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)""",
+]
+
 Migration = Callable[[sqlite3.Connection], None] | list[str]
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1, _V2, _V3]
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4]
 
 
 def latest_version() -> int:

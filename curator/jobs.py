@@ -22,10 +22,6 @@ from .store import Store, utc_now
 
 log = logging.getLogger("curator.jobs")
 
-_TABLE = """CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY, chat_id TEXT NOT NULL, kind TEXT NOT NULL, params_json TEXT NOT NULL,
-    state TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, total INTEGER, message TEXT NOT NULL DEFAULT '',
-    result_json TEXT, error TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)"""
 ACTIVE = ("queued", "running")
 
 
@@ -92,8 +88,6 @@ class JobRunner:
         self._live: dict[str, JobContext] = {}
         self._guard = threading.Lock()
         self._stopping = False
-        with store.transaction() as conn:
-            conn.execute(_TABLE)
 
     def recover(self) -> dict[str, list[str]]:
         """After a restart: resume the jobs that were queued or running if their kind allows, fail the rest."""

@@ -195,10 +195,9 @@ class Recaller:
                 "SELECT DISTINCT name FROM messages WHERE chat_id=? AND name != ''", (chat_id,))]
         return self._lexical[key]
 
-    def _messages_stamp(self, chat_id: str) -> tuple:
+    def _messages_stamp(self, chat_id: str) -> int:
         """Changes whenever the chat's messages do (sources are made of them)."""
-        return tuple(self.store.conn.execute(
-            "SELECT COUNT(*), TOTAL(hash) FROM messages WHERE chat_id=?", (chat_id,)).fetchone())
+        return self.store.messages_version(chat_id)
 
     def _links(self, chat_id: str, version: int, graph: GraphView,
                pool: _Pool) -> tuple[dict[str, set[str]], dict[str, set[str]]]:

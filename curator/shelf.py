@@ -15,10 +15,6 @@ from .errors import CuratorError, OpError
 from .messages import Message, floor_hash
 from .store import CommitRecord, Store, utc_now
 
-_TABLE = """CREATE TABLE IF NOT EXISTS swipe_shelf (
-    chat_id TEXT NOT NULL, floor INTEGER NOT NULL, text_key INTEGER NOT NULL, commits_json TEXT NOT NULL,
-    at TEXT NOT NULL, PRIMARY KEY (chat_id, floor, text_key)) WITHOUT ROWID"""
-
 
 def text_key(message: Message) -> int:
     """What identifies a reply on the shelf: its role, name and text (not the swipe index, which shifts when a
@@ -31,8 +27,6 @@ class Shelf:
 
     def __init__(self, store: Store):
         self.store = store
-        with store.transaction() as conn:
-            conn.execute(_TABLE)
 
     def put(self, chat_id: str, floor: int, message: Message, commits: list[CommitRecord]) -> None:
         """Keep `commits` (as reverted, newest first) for the reply `message` at `floor`."""

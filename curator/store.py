@@ -195,6 +195,14 @@ class Store:
                   json.dumps(m.swipes, ensure_ascii=False) if m.swipes else None, m.hash, m.sent_at)
                  for f, m in enumerate(messages, start=floor)],
             )
+            conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=?", (chat_id,))
+
+    def messages_version(self, chat_id: str) -> int:
+        """A number that changes with every write of the chat's messages."""
+        row = self.conn.execute("SELECT messages_version FROM chats WHERE id=?", (chat_id,)).fetchone()
+        if row is None:
+            raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
+        return row[0]
 
     def messages(self, chat_id: str) -> list[Message]:
         rows = self.conn.execute("SELECT * FROM messages WHERE chat_id=? ORDER BY floor", (chat_id,))
