@@ -121,34 +121,47 @@ def _rendered(node: Node, schema: Schema) -> tuple[str, int]:
     return cached[1], cached[2]
 
 
-def pack(injection: Injection, schema: Schema, persistent: list[Chosen], recalled: list[Chosen]) -> Injection:
+MAX_MISSES = 20  # past this many nodes in a row too long for the room left, a block counts as full
+
+
+def rank_persistent(nodes: list[Node]) -> list[Node]:
+    """The order persistent nodes are packed in: the highest summaries, then the newest nodes."""
+    return sorted(nodes, key=lambda n: (-n.level, -n.floor_to, n.id))
+
+
+def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled: list[Chosen]) -> Injection:
     """Fill the budget, never cutting a node (one that does not fit whole is left out, and named). Persistent
-    nodes come first, up to 70% of the budget: the highest summaries, then the newest nodes; then recalled nodes
-    by score. Each block is rendered in story order."""
+    nodes (given in `rank_persistent` order) come first, up to 70% of the budget; then recalled nodes by score.
+    Each block is rendered in story order."""
     overhead = count_tokens(render("inject_block", heading=BLOCK_HEADINGS["recalled"], sections=""))
     used = 2 * overhead
-    ranked_persistent = sorted(persistent, key=lambda c: (-c.node.level, -c.node.floor_to, c.node.id))
     limits = {"persistent": int(injection.budget_tokens * PERSISTENT_SHARE), "recalled": injection.budget_tokens}
-    for block, items in (("persistent", ranked_persistent), ("recalled", recalled)):
-        kept = []
+    for block, items in (("persistent", persistent), ("recalled", recalled)):
+        kept, misses = [], 0
         for position, item in enumerate(items):
-            if limits[block] - used < MIN_LINE_TOKENS:  # full: the rest cannot fit, do not render them
+            if limits[block] - used < MIN_LINE_TOKENS or misses >= MAX_MISSES:  # full: do not render the rest
                 injection.dropped_count += len(items) - position
-                injection.dropped_for_budget.extend(i.node.id for i in items[position:position + DROPPED_LISTED])
+                injection.dropped_for_budget.extend(_node(i).id for i in items[position:position + DROPPED_LISTED])
                 break
-            item.block = block
-            item.text, item.tokens = _rendered(item.node, schema)
-            if used + item.tokens > limits[block]:
+            text, tokens = _rendered(_node(item), schema)
+            if used + tokens > limits[block]:
                 injection.dropped_count += 1
-                injection.dropped_for_budget.append(item.node.id)
+                injection.dropped_for_budget.append(_node(item).id)
+                misses += 1
                 continue
-            used += item.tokens
-            kept.append(item)
+            chosen = item if isinstance(item, Chosen) else Chosen(item, 1.0, "always injected")
+            chosen.block, chosen.text, chosen.tokens = block, text, tokens
+            used, misses = used + tokens, 0
+            kept.append(chosen)
         if block == "persistent":
             kept.sort(key=lambda c: (c.node.floor_from, c.node.level))
         setattr(injection, block, kept)
     injection.text = render_text(injection, schema)
     return injection
+
+
+def _node(item: Node | Chosen) -> Node:
+    return item.node if isinstance(item, Chosen) else item
 
 
 def render_text(injection: Injection, schema: Schema) -> str:

@@ -9,6 +9,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
+import numpy as np
+
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
 _IS_CJK = re.compile(rf"[{_CJK}]")
@@ -49,35 +51,65 @@ def tokenize(text: str) -> list[str]:
 
 
 class BM25:
-    """Okapi BM25 over a fixed list of documents (k1 1.2, b 0.75)."""
+    """Okapi BM25 over a fixed list of documents (k1 1.2, b 0.75). Each term's contribution to each document
+    is worked out once, at build time, so a query only adds up a few precomputed arrays."""
 
     def __init__(self, documents: Sequence[str], k1: float = 1.2, b: float = 0.75):
         self.k1, self.b = k1, b
-        self.docs = [Counter(tokenize(d)) for d in documents]
-        self.lengths = [sum(d.values()) for d in self.docs]
-        self.avg = (sum(self.lengths) / len(self.lengths)) if self.lengths else 0.0
-        df: Counter = Counter()
-        for doc in self.docs:
-            df.update(doc.keys())
-        n = len(self.docs)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
-        self.postings: dict[str, list[int]] = {}
-        for i, doc in enumerate(self.docs):
-            for t in doc:
-                self.postings.setdefault(t, []).append(i)
+        counts = [Counter(tokenize(d)) for d in documents]
+        self.size = len(counts)
+        lengths = np.array([sum(c.values()) for c in counts], dtype=np.float64)
+        avg = float(lengths.mean()) if self.size else 0.0
+        rows: dict[str, tuple[list[int], list[int]]] = {}
+        for i, doc in enumerate(counts):
+            for term, tf in doc.items():
+                ids, tfs = rows.setdefault(term, ([], []))
+                ids.append(i)
+                tfs.append(tf)
+        self.avg = avg
+        self.idf = {t: math.log(1 + (self.size - len(ids) + 0.5) / (len(ids) + 0.5)) for t, (ids, _) in rows.items()}
+        self.postings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for term, (ids, tfs) in rows.items():
+            ids_a, tf_a = np.array(ids, dtype=np.int64), np.array(tfs, dtype=np.float64)
+            norm = tf_a + k1 * (1 - b + b * lengths[ids_a] / (avg or 1))
+            self.postings[term] = (ids_a, self.idf[term] * tf_a * (k1 + 1) / norm)
+
+    def score_text(self, query: str, text: str) -> float:
+        """The score a document outside the collection would get, by the collection's statistics (a term it
+        has never seen counts as the rarest)."""
+        counts = Counter(tokenize(text))
+        length = sum(counts.values())
+        rare = math.log(1 + (self.size + 0.5) / 0.5)
+        score = 0.0
+        for term in set(tokenize(query)):
+            tf = counts.get(term, 0)
+            if tf:
+                norm = tf + self.k1 * (1 - self.b + self.b * length / (self.avg or 1))
+                score += self.idf.get(term, rare) * tf * (self.k1 + 1) / norm
+        return score
+
+    def _vector(self, query: str) -> np.ndarray | None:
+        hits = [self.postings[t] for t in set(tokenize(query)) if t in self.postings]
+        if not hits:
+            return None
+        return np.bincount(np.concatenate([ids for ids, _ in hits]),
+                           weights=np.concatenate([w for _, w in hits]), minlength=self.size)
 
     def scores(self, query: str) -> dict[int, float]:
         """Score of every document that shares a term with the query."""
-        out: dict[int, float] = {}
-        for term in set(tokenize(query)):
-            idf = self.idf.get(term)
-            if idf is None:
-                continue
-            for i in self.postings[term]:
-                tf = self.docs[i][term]
-                norm = tf + self.k1 * (1 - self.b + self.b * self.lengths[i] / (self.avg or 1))
-                out[i] = out.get(i, 0.0) + idf * tf * (self.k1 + 1) / norm
-        return out
+        vector = self._vector(query)
+        if vector is None:
+            return {}
+        found = np.flatnonzero(vector)
+        return dict(zip(found.tolist(), vector[found].tolist()))
 
     def top(self, query: str, k: int) -> list[tuple[int, float]]:
-        return sorted(self.scores(query).items(), key=lambda kv: -kv[1])[:k]
+        """The k best documents, best first (ties: lower index first)."""
+        vector = self._vector(query)
+        if vector is None:
+            return []
+        found = np.flatnonzero(vector)
+        if len(found) > k:
+            found = found[np.argpartition(-vector[found], k - 1)[:k]]
+        order = sorted(found.tolist(), key=lambda i: (-vector[i], i))
+        return [(i, float(vector[i])) for i in order]

@@ -23,7 +23,7 @@ from schemas import Schema
 from .dates import date_windows, day_of, within
 from .documents import node_document, source_document
 from .graph import Node, normalize_name
-from .injection import Chosen, Injection, pack, persistent_nodes
+from .injection import Chosen, Injection, pack, persistent_nodes, rank_persistent
 from .lexical import BM25
 from .llm import Usage
 from .queries import GraphView
@@ -83,7 +83,7 @@ class Recaller:
         pool_key = (chat_id, version, latest, opts.exclude_recent_floors)
         if pool_key not in self._pools:
             kept, _over_caps = persistent_nodes(graph, chat.schema, latest)  # those over the caps stay in the pool
-            self._pools[pool_key] = (kept, self._pool(graph, chat.schema, kept, latest, opts))
+            self._pools[pool_key] = (rank_persistent(kept), self._pool(graph, chat.schema, kept, latest, opts))
             while len(self._pools) > 128:
                 self._pools.popitem(last=False)
         kept, pool = self._pools[pool_key]
@@ -103,8 +103,7 @@ class Recaller:
 
                 chosen = llm_rerank(self.settings, query, chosen, pool.documents, injection.usage,
                                     self.model) or chosen
-        persistent = [Chosen(n, 1.0, "always injected") for n in kept]
-        pack(injection, chat.schema, persistent, chosen)
+        pack(injection, chat.schema, kept, chosen)
         self._touch(chat_id, [c.node.id for c in injection.recalled])
         injection.usage.latency_ms += (time.perf_counter() - started) * 1000
         if user_floor is not None:

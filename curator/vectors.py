@@ -254,7 +254,8 @@ class VectorIndex:
     def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20
                    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
         """`query` and `query_sources` at once; a text used by both is embedded once."""
-        vectors: dict[str, object] = {}
+        texts = [t for t in dict.fromkeys((text, source_text)) if t.strip()]
+        vectors = dict(zip(texts, self.function.embedder.embed_queries(texts))) if texts else {}  # one model call
         return self._query(chat_id, NODES, text, k, vectors), self._query(chat_id, SOURCES, source_text, k, vectors)
 
     def _query(self, chat_id: str, kind: str, text: str, k: int, vectors: dict) -> list[tuple[str, float]]:

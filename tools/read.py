@@ -5,13 +5,12 @@ ToolError with a hint when a call cannot be answered."""
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, deque
 from types import SimpleNamespace
 
 from curator.documents import node_document
 from curator.graph import Node
-from curator.lexical import BM25, tokenize
+from curator.lexical import BM25
 
 from .workspace import ToolError, Workspace
 
@@ -155,7 +154,7 @@ def memory_keyword_search(ws: Workspace, query: str, types: list[str] | None = N
     for node_id in changed:
         node = ws.graph.get(node_id)
         if node is not None and not node.archived and (not types or node.type in types):
-            score = _bm25_score(bm25, query, _text(node, ws))
+            score = bm25.score_text(query, _text(node, ws))
             if score > 0:
                 hits.append((node, score))
     hits.sort(key=lambda h: -h[1])
@@ -164,21 +163,6 @@ def memory_keyword_search(ws: Workspace, query: str, types: list[str] | None = N
 
 def _text(node: Node | SimpleNamespace, ws: Workspace) -> str:
     return f"{node.title}\n{node_document(node, ws.schema)}"
-
-
-def _bm25_score(bm25: BM25, query: str, text: str) -> float:
-    """A document's BM25 score against an index's statistics, for a document the index does not hold."""
-    terms = Counter(tokenize(text))
-    length = sum(terms.values())
-    n = len(bm25.docs)
-    score = 0.0
-    for term in set(tokenize(query)):
-        tf = terms.get(term, 0)
-        if tf:
-            idf = bm25.idf.get(term, math.log(1 + (n + 0.5) / 0.5))
-            norm = tf + bm25.k1 * (1 - bm25.b + bm25.b * length / (bm25.avg or 1))
-            score += idf * tf * (bm25.k1 + 1) / norm
-    return score
 
 
 def memory_vector_search(ws: Workspace, query: str, types: list[str] | None = None, k: int = 10) -> dict:
