@@ -27,7 +27,8 @@ from .queries import GraphView
 from .settings import RecallSettings
 
 if TYPE_CHECKING:
-    from .recall import Recaller, _Pool
+    from .recall import Recaller
+    from .scoring import Pool
 
 log = logging.getLogger(__name__)
 ROUNDS = 3  # drill rounds at most; then the model must finalize
@@ -50,7 +51,7 @@ class RecallStep(BaseModel):
     expand: list[Expand] = Field(default_factory=list, description="drill: the candidates to drill into")
 
 
-def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: _Pool,
+def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
                opts: RecallSettings, injection: Injection) -> list[Chosen]:
     """The model's choice, or hybrid recall's when the model fails. LLM calls are added to `injection.usage`."""
     trace = LLMTrace()
@@ -69,7 +70,7 @@ def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView,
     return [Chosen(c.node, c.score, f"hybrid fallback ({reason}): {c.reason}") for c in fallback]
 
 
-async def _select(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: _Pool,
+async def _select(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
                   opts: RecallSettings, trace: LLMTrace) -> list[Chosen]:
     if not pool.nodes and not pool.leaves:
         return []
@@ -118,7 +119,7 @@ def _agent(recaller: Recaller, trace: LLMTrace) -> Agent:
     return Agent(MeteredModel(model, "recall", trace), output_type=RecallStep, model_settings=extra, retries=1)
 
 
-def _catalogue(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: _Pool,
+def _catalogue(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
                opts: RecallSettings) -> list[Node]:
     """Every recallable top node, newest first; a big pool is cut to its best hybrid matches."""
     if len(pool.nodes) <= CATALOGUE:
@@ -128,7 +129,7 @@ def _catalogue(recaller: Recaller, chat_id: str, version: int, graph: GraphView,
 
 
 def _drill(graph: GraphView, expand: list[Expand], shown: dict[str, Node], selectable: dict[str, Node],
-           injected: dict[str, Node], pool: _Pool) -> tuple[list[Node], list[str]]:
+           injected: dict[str, Node], pool: Pool) -> tuple[list[Node], list[str]]:
     """The children and linked nodes of the seeds that are not shown yet; a folded neighbour is lifted to the
     summary that stands for it."""
     new: dict[str, Node] = {}
@@ -155,7 +156,7 @@ def _drill(graph: GraphView, expand: list[Expand], shown: dict[str, Node], selec
     return list(new.values()), unknown
 
 
-def _lines(nodes: list[Node], schema: Schema, pool: _Pool) -> str:
+def _lines(nodes: list[Node], schema: Schema, pool: Pool) -> str:
     lines = []
     for node in nodes:
         text = " ".join(node_document(node, schema).split())

@@ -7,7 +7,7 @@ import datetime as dt
 from curator.dates import date_windows, day_of
 from curator.lexical import tokenize
 from curator.messages import Message
-from curator.recall import strip_names
+from curator.scoring import strip_names
 
 SCHEMA = """
 name: small
