@@ -179,17 +179,17 @@ def lift_leaves(scores: dict[str, float], pool: Pool, limit: int, lexical: dict,
             if ancestor in scores and score < scores[ancestor] - DETAIL_MARGIN:
                 continue
             node = pool.leaf_nodes[node_id]
-            why = f"detail of {ancestor}"
+            because = f"detail of {ancestor}"
         elif node_id in pool.nodes:
             node = pool.nodes[node_id]
-            why = reason or why(node_id, lexical, dense)
+            because = reason or _why(node_id, lexical, dense)
         else:
             continue  # injected anyway, or not recallable
-        chosen[node_id] = Chosen(node, score, why)
+        chosen[node_id] = Chosen(node, score, because)
     return list(chosen.values())
 
 
-def why(node_id: str, lexical: dict, dense: dict) -> str:
+def _why(node_id: str, lexical: dict, dense: dict) -> str:
     parts = []
     if node_id in dense:
         parts.append(f"similar ({dense[node_id]:.2f})")
