@@ -6,16 +6,15 @@ validation, an operation's job progress, the graph view clicked, screenshotted a
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import httpx2
 import pytest
+from panel_seed import BIG_ACTIVE, seed_big, seed_story
 
 import curator
 from curator.server import ServiceConfig, create_app
 from curator.server.runner import ThreadedServer
-from panel_seed import BIG_ACTIVE, seed_big, seed_story
 
 CHROMIUM = Path("/usr/bin/chromium") if Path("/usr/bin/chromium").exists() else (
     Path(p) if (p := shutil.which("chromium") or shutil.which("chromium-browser")) else None)
@@ -52,8 +51,7 @@ def browser(service):  # the service first: its seeding runs asyncio, which Play
 
 
 @pytest.fixture
-def page(browser, service):
-    url, _api = service
+def page(browser, service):  # the service fixture: up and seeded before the browser opens
     context = browser.new_context(viewport={"width": 1280, "height": 860})
     page = context.new_page()
     page.set_default_timeout(20_000)
@@ -96,6 +94,8 @@ def test_every_tab_opens_with_the_token_and_the_static_files_need_none(page, ser
         if tab == "graph":
             page.wait_for_function("window.__panel.metrics.graph")
         assert expected in page.inner_text(f"#tab-{tab}"), tab
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"panel_{tab}.png"), full_page=True)
 
 
 def test_without_the_token_the_panel_asks_for_it(browser, service):
@@ -190,7 +190,7 @@ def test_operations_show_job_progress_and_roll_back(page, service):
     page.fill("#rollback-floor", "15")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#op-rollback")
-    page.wait_for_function(f"!document.querySelector('#ops-history').innerText.includes('Roll back to floor 17')")
+    page.wait_for_function("!document.querySelector('#ops-history').innerText.includes('Roll back to floor 17')")
     after = api.get("/chats/story/graph").json()["stats"]["commits"]
     assert after < before
     assert all(c["anchor_floor"] < 15 for c in api.get("/chats/story/commits").json()["commits"])
