@@ -13,8 +13,10 @@ import pytest
 from panel_seed import BIG_ACTIVE, seed_big, seed_story
 
 import curator
+from curator.jobs import JobContext, JobKind
 from curator.server import ServiceConfig, create_app
 from curator.server.runner import ThreadedServer
+from curator.server.state import register_kind
 
 CHROMIUM = Path("/usr/bin/chromium") if Path("/usr/bin/chromium").exists() else (
     Path(p) if (p := shutil.which("chromium") or shutil.which("chromium-browser")) else None)
@@ -34,10 +36,28 @@ def service(tmp_path_factory):
     seed_story(memory)
     seed_big(memory)
     app = create_app(memory, ServiceConfig(token=TOKEN))
+    add_forget_pass(app)
     with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", headers=AUTH,
                                                       timeout=60) as api:
         yield server.url, api
     memory.close()
+
+
+def add_forget_pass(app) -> None:
+    """A stand-in for the maintenance passes' endpoints (not in this service version yet), in the shape the panel
+    drives them: POST /chats/{id}/<pass> with {"dry_run": bool}, answered with a job."""
+    service = app.state.service
+
+    def forget(ctx: JobContext) -> dict:
+        for step in range(1, 4):
+            ctx.progress(step, 3, f"scored batch {step}")
+        return {"dry_run": ctx.params["dry_run"], "would_archive": ["n_old1", "n_old2"]}
+
+    register_kind(service, "forget", JobKind(forget))
+
+    @app.post("/api/v1/chats/{chat_id}/forget", status_code=202)
+    def start_forget(chat_id: str, body: dict) -> dict:
+        return service.jobs.submit(chat_id, "forget", {"dry_run": bool(body.get("dry_run"))})
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +203,11 @@ def test_operations_show_job_progress_and_roll_back(page, service):
     page.wait_for_selector('#ops-progress .job-progress[data-state="done"]', timeout=60_000)
     assert "vectors: done" in page.inner_text("#ops-progress")
     assert page.is_disabled("#op-compact")  # not offered by this service version: shown, not clickable
+    assert page.is_checked("#forget-dry")
+    page.click("#op-forget")  # offered (the stand-in): a dry run, its progress and its report
+    page.wait_for_selector('#ops-progress .job-progress[data-state="done"] >> text=forget: done 3/3')
+    report = page.inner_text("#ops-progress details.job-result pre")
+    assert '"dry_run": true' in report and "n_old2" in report
     with page.expect_download() as download:
         page.click("#export-graph")
     assert download.value.suggested_filename == "story.graph.json"
@@ -190,7 +215,7 @@ def test_operations_show_job_progress_and_roll_back(page, service):
     page.fill("#rollback-floor", "15")
     page.once("dialog", lambda dialog: dialog.accept())
     page.click("#op-rollback")
-    page.wait_for_function("!document.querySelector('#ops-history').innerText.includes('Roll back to floor 17')")
+    page.wait_for_function("!document.querySelector('#ops-history').innerText.includes('Undo from floor 17')")
     after = api.get("/chats/story/graph").json()["stats"]["commits"]
     assert after < before
     assert all(c["anchor_floor"] < 15 for c in api.get("/chats/story/commits").json()["commits"])

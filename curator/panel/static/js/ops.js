@@ -25,6 +25,9 @@ export async function render(ctx, section) {
         const [bar, update] = jobProgress();
         progress.prepend(bar);
         const job = await waitJob(answer, update);
+        // a dry run's report (what would be archived, ...) is the job's result: show it under its bar
+        if (job.result) bar.after(h("details", { class: "job-result", open: Boolean(body && body.dry_run) }, h("summary", {}, `${label} result`),
+          h("pre", {}, JSON.stringify(job.result, null, 2))));
         toast(`${label}: ${job.state}${job.error ? ` — ${job.error}` : ""}`, job.state === "done" ? "info" : "error");
       } else {
         progress.prepend(h("pre", {}, `${label}: ${JSON.stringify(answer, null, 2)}`));
@@ -114,6 +117,6 @@ async function showHistory(ctx, box, runJob) {
     { label: "#", key: "id" }, { label: "floor", key: "anchor_floor" }, { label: "origin", key: "origin" },
     { label: "ops", key: "ops" }, { label: "note", key: "note" }, { label: "at", key: "at" },
     { label: "", render: (c) => h("button", { class: "danger", title: "Undo this commit and every later one at or after its floor",
-      onclick: () => rollback(ctx, String(c.anchor_floor), box, runJob) }, `Roll back to floor ${c.anchor_floor}`) },
+      onclick: () => rollback(ctx, String(c.anchor_floor), box, runJob) }, `Undo from floor ${c.anchor_floor}`) },
   ], newest) : h("p", { class: "muted" }, "No commits yet."));
 }
