@@ -8,6 +8,7 @@ import re
 import httpx2
 import pytest
 from panel_seed import seed_story
+from test_proxy import converse, proxy  # noqa: F401 - the proxy fixture (a fake upstream model on loopback)
 
 import curator
 from curator.panel import STATIC_DIR
@@ -123,3 +124,12 @@ def test_a_schema_change_is_taken_only_while_every_node_stays_valid(served):
     schema["types"]["character_sheet"]["extract_every"] = 0
     assert client.put("/chats/story/schema/compatible", json=schema).status_code == 422
     assert memory.chat("story").schema.type("character_sheet").field("oath") is None  # nothing half-saved
+
+
+def test_a_generation_through_the_proxy_becomes_the_last_injection(proxy):  # noqa: F811
+    client, upstream, _memory, server, _calls = proxy
+    converse(client, server, 3)
+    with httpx2.Client(base_url=server.url + "/api/v1") as api:
+        last = api.get("/chats/c/injection/last").json()
+    sent = upstream.requests[-1]["messages"][1]["content"]  # the memory as the upstream model received it
+    assert last["query"] == "What happens next? (turn 2)" and last["text"] and last["text"] in sent

@@ -230,6 +230,27 @@ def test_the_graph_view_clicks_through_to_details_and_is_saved_as_a_screenshot(p
     page.mouse.click(spot["x"], spot["y"])
     page.wait_for_function("document.querySelector('#graph-details h2')?.innerText === 'Rowan'")
     assert "character_sheet" in page.inner_text("#graph-details")
+    # drag the node: it follows the pointer
+    page.mouse.move(spot["x"], spot["y"])
+    page.mouse.down()
+    page.mouse.move(spot["x"] + 60, spot["y"] + 40, steps=5)
+    page.mouse.up()
+    moved = page.evaluate(f"window.__panel.graph.screenPosition({node['id']!r})")
+    assert abs(moved["x"] - spot["x"] - 60) < 2 and abs(moved["y"] - spot["y"] - 40) < 2
+    # drag the background: everything pans; the wheel zooms around the pointer
+    corner = page.eval_on_selector(".graph-stage canvas", "c => { const r = c.getBoundingClientRect(); "
+                                   "return {x: r.left + 5, y: r.bottom - 30}; }")
+    page.mouse.move(corner["x"], corner["y"])
+    page.mouse.down()
+    page.mouse.move(corner["x"] + 30, corner["y"] - 20, steps=3)
+    page.mouse.up()
+    panned = page.evaluate(f"window.__panel.graph.screenPosition({node['id']!r})")
+    assert abs(panned["x"] - moved["x"] - 30) < 2 and abs(panned["y"] - moved["y"] + 20) < 2
+    page.mouse.move(panned["x"] + 100, panned["y"])
+    page.mouse.wheel(0, -400)
+    zoomed = page.evaluate(f"window.__panel.graph.screenPosition({node['id']!r})")
+    assert zoomed["x"] < panned["x"] - 10  # further from the pointer: zoomed in around it
+    page.click("#graph-fit")
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "panel_graph.png"
     page.screenshot(path=str(shot))

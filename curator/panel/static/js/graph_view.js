@@ -25,7 +25,10 @@ export async function render(ctx, section) {
   const details = h("div", { id: "graph-details" }, h("p", { class: "muted" }, "Click a node for its details."));
   const search = h("input", { type: "search", placeholder: "find a node by title", onkeydown: (e) => e.key === "Enter" && find(e.target.value) });
   clear(section, h("div", { class: "graph-layout" },
-    h("div", { class: "graph-stage" }, canvas, status),
+    h("div", { class: "graph-stage" }, canvas, status,
+      h("div", { class: "zoom" }, h("button", { title: "Zoom in", onclick: () => zoom(1.4) }, "+"),
+        h("button", { title: "Zoom out", onclick: () => zoom(1 / 1.4) }, "−"),
+        h("button", { id: "graph-fit", title: "Fit the graph to the view", onclick: fitView }, "Fit"))),
     h("div", { class: "side" },
       h("div", { class: "row" }, search),
       h("label", {}, h("input", { type: "checkbox", id: "show-archived", checked: showArchived,
@@ -170,11 +173,26 @@ function hit(event) {
   return best;
 }
 
+/** Zoom by `factor` around the canvas point (px, py) (canvas pixels; default: the centre). */
+export function zoom(factor, px = canvas.width / 2, py = canvas.height / 2) {
+  state.tx = px - (px - state.tx) * factor;
+  state.ty = py - (py - state.ty) * factor;
+  state.scale *= factor;
+  redraw();
+}
+
+export function fitView() { fit(); redraw(); }
+
 function attach(el) {
   let drag = null; // {node, moved} or {pan: [px, py], moved}
+  const touches = new Map(); // pointer id -> [px, py]: two of them pinch-zoom
+  let pinch = null;
+  const spread = () => { const [a, b] = [...touches.values()]; return [Math.hypot(a[0] - b[0], a[1] - b[1]), (a[0] + b[0]) / 2, (a[1] + b[1]) / 2]; };
   el.addEventListener("pointerdown", (event) => {
     if (!state.x) return;
     el.setPointerCapture(event.pointerId);
+    touches.set(event.pointerId, toLayout(event).slice(2));
+    if (touches.size === 2) { pinch = spread()[0]; drag = null; return; }
     const node = hit(event);
     const [, , px, py] = toLayout(event);
     drag = node !== null ? { node, moved: false, start: [px, py] } : { pan: [px, py], moved: false, start: [px, py] };
@@ -182,6 +200,13 @@ function attach(el) {
   el.addEventListener("pointermove", (event) => {
     if (!state.x) return;
     const [lx, ly, px, py] = toLayout(event);
+    if (touches.has(event.pointerId)) touches.set(event.pointerId, [px, py]);
+    if (pinch && touches.size === 2) {
+      const [distance, mx, my] = spread();
+      zoom(distance / pinch, mx, my);
+      pinch = distance;
+      return;
+    }
     if (!drag) {
       const over = hit(event);
       if (over !== state.hover) { state.hover = over; el.style.cursor = over === null ? "grab" : "pointer"; redraw(); }
@@ -192,7 +217,10 @@ function attach(el) {
     else { state.tx += px - drag.pan[0]; state.ty += py - drag.pan[1]; drag.pan = [px, py]; }
     redraw();
   });
-  el.addEventListener("pointerup", () => {
+  const release = (event) => { touches.delete(event.pointerId); if (touches.size < 2) pinch = null; };
+  el.addEventListener("pointercancel", (event) => { release(event); drag = null; });
+  el.addEventListener("pointerup", (event) => {
+    release(event);
     if (drag && drag.node !== undefined && !drag.moved) select(drag.node);
     else if (drag && !drag.moved && drag.pan) select(null);
     drag = null;
@@ -200,11 +228,7 @@ function attach(el) {
   el.addEventListener("wheel", (event) => {
     event.preventDefault();
     const [, , px, py] = toLayout(event);
-    const factor = Math.exp(-event.deltaY * 0.0015);
-    state.tx = px - (px - state.tx) * factor;
-    state.ty = py - (py - state.ty) * factor;
-    state.scale *= factor;
-    redraw();
+    zoom(Math.exp(-event.deltaY * 0.0015), px, py);
   }, { passive: false });
   new ResizeObserver(() => { resize(); redraw(); }).observe(el);
 }
