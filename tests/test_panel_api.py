@@ -57,7 +57,7 @@ def test_overview_counts_fragmentation_status_and_recent_work(served):
     isolated = [n for n in memory.graph("story").nodes() if n.id not in linked]
     assert o["stats"]["isolated"] == len(isolated)
     assert o["stats"]["fragmentation"] == round(len(isolated) / stats["nodes_active"], 4)
-    assert o["history"]["floors"] == 20 and o["history"]["extracted_to"] == 19
+    assert o["history"]["floors"] == 20 and o["history"]["extracted_to"] == 19 and o["history"]["due"] == []
     assert len(o["recent_extractions"]) == 10 and o["recent_extractions"][0]["floor"] == 19
     assert o["vectors"]["ok"] and o["vectors"]["nodes"] == stats["nodes_active"]
     assert o["recent_recalls"] == []
@@ -99,6 +99,8 @@ def test_rollback_to_a_floor_undoes_the_later_commits(served):
     left = [c.id for c in memory.store.commits("story")]
     assert all(c.anchor_floor < 11 for c in memory.store.commits("story")) and len(left) < len(before)
     assert sorted(answer.json()["reverted"]) == sorted(set(before) - set(left))
+    history = client.get("/chats/story/overview").json()["history"]
+    assert history["extracted_to"] == 9 and history["due"] == [11, 13, 15, 17, 19]  # "Extract now" redoes them
     assert client.post("/chats/story/rollback", json={"floor": -1}).status_code == 422
 
 

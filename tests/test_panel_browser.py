@@ -14,6 +14,7 @@ from panel_seed import BIG_ACTIVE, seed_big, seed_story
 
 import curator
 from curator.jobs import JobContext, JobKind
+from curator.scripted import scripted_model
 from curator.server import ServiceConfig, create_app
 from curator.server.runner import ThreadedServer
 from curator.server.state import register_kind
@@ -35,7 +36,7 @@ def service(tmp_path_factory):
     memory = curator.open(data)
     seed_story(memory)
     seed_big(memory)
-    app = create_app(memory, ServiceConfig(token=TOKEN))
+    app = create_app(memory, ServiceConfig(token=TOKEN, model=scripted_model()))
     add_forget_pass(app)
     with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", headers=AUTH,
                                                       timeout=60) as api:
@@ -219,6 +220,10 @@ def test_operations_show_job_progress_and_roll_back(page, service):
     after = api.get("/chats/story/graph").json()["stats"]["commits"]
     assert after < before
     assert all(c["anchor_floor"] < 15 for c in api.get("/chats/story/commits").json()["commits"])
+    # extract now: the rolled-back floors are due again; the job's bar counts the steps
+    page.click("#op-extract")
+    page.wait_for_selector('#ops-progress .job-progress[data-state="done"] >> text=extract: done 3/3')
+    assert [c["anchor_floor"] for c in api.get("/chats/story/commits").json()["commits"]][-3:] == [15, 17, 19]
 
 
 def test_the_graph_view_clicks_through_to_details_and_is_saved_as_a_screenshot(page, service):

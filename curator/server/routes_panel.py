@@ -17,6 +17,7 @@ from pydantic import Field
 from schemas import Schema, schema_from_data
 
 from ..errors import CuratorError, NotFound
+from ..extractor import due_floors, last_extracted_floor
 from ..store import _schema_json, utc_now
 from .deps import ServiceDep, Strict
 from .routes_work import RecallIn
@@ -85,8 +86,8 @@ def overview(chat_id: str, service: ServiceDep) -> dict:
     floors = len(memory.store.messages(chat_id))
     last_commit = conn.execute("SELECT id, anchor_floor, origin, at FROM commits WHERE chat_id=? ORDER BY id DESC "
                                "LIMIT 1", (chat_id,)).fetchone()
-    extracted_to = conn.execute("SELECT MAX(floor) FROM extraction_log WHERE chat_id=? AND ok=1",
-                                (chat_id,)).fetchone()[0]
+    pointer = last_extracted_floor(memory.store, chat_id)  # from the commit log: a rollback moves it back
+    due = [f for f, _ in due_floors(memory.store, chat_id, memory.settings)]
     extractions = [dict(r) for r in conn.execute(
         "SELECT floor, seq, ok, reason, commit_id, active_types, calls, input_tokens, output_tokens, latency_ms, at "
         "FROM extraction_log WHERE chat_id=? ORDER BY id DESC LIMIT ?", (chat_id, RECENT))]
@@ -99,7 +100,8 @@ def overview(chat_id: str, service: ServiceDep) -> dict:
                   # the share of active nodes linked to nothing: memory that recall can only reach by itself
                   "fragmentation": round(isolated / active, 4) if active else 0.0},
         "vectors": _vector_status(memory, chat_id),
-        "history": {"floors": floors, "extracted_to": extracted_to, "failed_steps": failures,
+        "history": {"floors": floors, "extracted_to": None if pointer < 0 else pointer, "due": due,
+                    "failed_steps": failures,
                     "last_commit": dict(last_commit) if last_commit else None},
         "usage": memory.usage(chat_id)["usage"],
         "recent_extractions": extractions,

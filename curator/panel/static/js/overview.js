@@ -24,7 +24,8 @@ export async function render(ctx, section) {
             v.ok ? `${num(v.indexed)} of ${num(v.nodes)} nodes indexed (profile ${v.profile || "none yet"}${v.stale_profile ? `, stale: current is ${v.current_profile}` : ""})`
               : `unavailable: ${v.error}`),
           h("dt", {}, "history"), h("dd", { class: o.history.failed_steps ? "error" : "" },
-            `${num(o.history.floors)} floors; extracted to floor ${o.history.extracted_to ?? "—"}; ` +
+            `${num(o.history.floors)} floors; extracted to floor ${o.history.extracted_to ?? "—"}` +
+            (o.history.due.length ? ` (${o.history.due.length} step(s) due, from floor ${o.history.due[0]})` : "") + "; " +
             `${o.history.failed_steps} failed step(s); last commit ` +
             (o.history.last_commit ? `#${o.history.last_commit.id} at floor ${o.history.last_commit.anchor_floor} (${o.history.last_commit.origin})` : "none")),
           h("dt", {}, "jobs"), h("dd", {}, o.jobs.length ? o.jobs.map((j) => `${j.kind} ${j.state}`).join(", ") : "none"))),
