@@ -32,6 +32,12 @@ export async function render(ctx, section) {
       h("div", { class: "box" }, h("h2", {}, "Nodes per type"),
         table([{ label: "type", key: "type" }, { label: "active", key: "active" }, { label: "archived", key: "archived" }],
           Object.entries(s.by_type).map(([type, c]) => ({ type, ...c }))))),
+    h("h2", {}, "LLM usage per task"),
+    Object.keys(o.usage).length > 1 ? table([
+      { label: "task", key: "task" }, { label: "calls", key: "calls" }, { label: "failed", key: "failed_calls" },
+      { label: "tokens in", render: (r) => num(r.input_tokens) }, { label: "tokens out", render: (r) => num(r.output_tokens) },
+      { label: "latency ms", render: (r) => num(Math.round(r.latency_ms)) },
+    ], Object.entries(o.usage).map(([task, u]) => ({ task, ...u }))) : h("p", { class: "muted" }, "No LLM call yet."),
     h("h2", {}, "Recent extractions"),
     o.recent_extractions.length ? table([
       { label: "floor", key: "floor" }, { label: "ok", render: (r) => (r.ok ? "yes" : `no: ${r.reason}`) },
