@@ -159,6 +159,21 @@ def test_a_node_edited_in_the_table_is_one_commit_seen_through_the_api(page, ser
     page.wait_for_function('document.querySelector("#node-error").textContent.length > 0')
     assert "name" in page.inner_text("#node-error")
     assert len(api.get("/chats/story/commits").json()["commits"]) == commits_before + 1
+    # create one properly, then delete it: two more commits
+    page.fill('#node-form textarea[name="name"]', "Odran")
+    page.fill('#node-form textarea[name="goal"]', "find the lost bell")
+    page.click("#node-save")
+    page.wait_for_selector("#node-dialog", state="hidden")
+    page.fill("#nodes-search", "Odran")
+    page.wait_for_selector("#nodes-body tr[data-id] >> text=find the lost bell")
+    created = page.locator("#nodes-body tr[data-id]").get_attribute("data-id")
+    assert api.get(f"/chats/story/nodes/{created}").json()["fields"]["goal"] == "find the lost bell"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator(f'tr[data-id="{created}"] button.delete').click()
+    page.wait_for_selector(f'tr[data-id="{created}"]', state="detached")
+    assert api.get(f"/chats/story/nodes/{created}").status_code == 404
+    commits = api.get("/chats/story/commits").json()["commits"]
+    assert len(commits) == commits_before + 3 and [c["origin"] for c in commits[-3:]] == ["manual"] * 3
 
 
 def test_a_recall_runs_from_the_recall_view_and_the_last_injection_is_shown(page, service):
@@ -197,7 +212,7 @@ def test_the_schema_editor_validates_before_saving(page, service):
     assert spec["extract_every"] == 3 and spec["always_inject"]["enabled"] is True
 
 
-def test_operations_show_job_progress_and_roll_back(page, service):
+def test_operations_show_job_progress_and_roll_back(page, service, tmp_path):
     url, api = service
     open_panel(page, url, tab="ops")
     page.click("#op-vectors")
@@ -212,6 +227,15 @@ def test_operations_show_job_progress_and_roll_back(page, service):
     with page.expect_download() as download:
         page.click("#export-graph")
     assert download.value.suggested_filename == "story.graph.json"
+    # the exported file imported again, into a new chat
+    exported = tmp_path / "story.graph.json"
+    download.value.save_as(exported)
+    page.set_input_files("#import-file", str(exported))
+    page.fill("#import-chat", "story-copy")
+    page.click("#import-run")
+    page.wait_for_selector(".toast >> text=Imported")
+    copy = api.get("/chats/story-copy/graph").json()["stats"]
+    assert copy["nodes_active"] == api.get("/chats/story/graph").json()["stats"]["nodes_active"] > 0
     before = api.get("/chats/story/graph").json()["stats"]["commits"]
     page.fill("#rollback-floor", "15")
     page.once("dialog", lambda dialog: dialog.accept())
