@@ -323,3 +323,32 @@ def test_narrow_screens_get_one_column(browser, service):
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "panel_graph_phone.png"))
     context.close()
+
+
+LAYOUT_CHECK = """async () => {
+  const { layout } = await import('/panel/js/graph_layout.js');
+  // two rings of 30 nodes each, joined by one edge; 40 loose nodes
+  const links = [];
+  for (const base of [0, 30]) for (let i = 0; i < 30; i++) links.push(base + i, base + (i + 1) % 30);
+  links.push(0, 30);
+  const run = () => layout(100, new Int32Array(links), { iterations: 300 });
+  const a = await run(), b = await run();
+  const dist = (i, j) => Math.hypot(a.x[i] - a.x[j], a.y[i] - a.y[j]);
+  const mean = (pairs) => pairs.reduce((s, [i, j]) => s + dist(i, j), 0) / pairs.length;
+  const linked = [], apart = [];
+  for (let e = 0; e < links.length; e += 2) linked.push([links[e], links[e + 1]]);
+  for (let i = 0; i < 30; i++) apart.push([i, 30 + ((i + 15) % 30)]);
+  let closest = Infinity;
+  for (let i = 0; i < 100; i++) for (let j = i + 1; j < 100; j++) closest = Math.min(closest, dist(i, j));
+  return { linked: mean(linked), apart: mean(apart), closest, same: a.x.every((v, i) => v === b.x[i]),
+           finite: a.x.every(Number.isFinite) && a.y.every(Number.isFinite) };
+}"""
+
+
+def test_the_layout_keeps_linked_nodes_close_and_others_apart(page, service):
+    url, _api = service
+    page.goto(f"{url}/panel/#token={TOKEN}")
+    result = page.evaluate(LAYOUT_CHECK)
+    assert result["finite"] and result["same"]  # deterministic: the same graph opens the same way
+    assert result["linked"] * 3 < result["apart"], result  # the two rings are separate clusters
+    assert result["closest"] > 10, result  # no two nodes on top of each other (the spring length is 30)
