@@ -21,6 +21,7 @@ import curator, tools, schemas, prompts
 from curator.paths import example_file
 from schemas import load_preset, preset_names
 from prompts import render, template_names
+from curator.panel import STATIC_DIR
 exe = Path(sys.executable).with_name("curator")
 demo = json.loads(subprocess.run([str(exe), "--data", sys.argv[1], "demo", "--json"], check=True,
                                  capture_output=True, text=True).stdout)
@@ -29,6 +30,7 @@ print(json.dumps({
     "presets": preset_names(), "types": list(load_preset("bme").types),
     "templates": template_names(), "example": str(example_file("lantern_road.jsonl")),
     "demo_nodes": demo["stats"]["nodes_active"],
+    "panel": sorted(str(p.relative_to(STATIC_DIR)) for p in STATIC_DIR.rglob("*") if p.is_file()),
 }))
 """
 
@@ -61,3 +63,5 @@ def test_install_mode(tmp_path, editable):
     assert {"extract_system", "extract_user", "compact", "maintain_compress", "maintain_consolidate"} <= set(found["templates"])
     assert Path(found["example"]).is_file()
     assert found["demo_nodes"] == 18
+    # the panel's files ship as package data: the page, its style and every script it imports
+    assert {"index.html", "panel.css", "js/app.js", "js/graph_layout.js", "js/graph_view.js"} <= set(found["panel"])

@@ -15,7 +15,7 @@ from schemas import SchemaError
 from .. import __version__
 from ..errors import ChatExists, CuratorError, NotFound, StoreLocked
 from ..service import Memory
-from . import routes_chats, routes_graph, routes_work
+from . import routes_chats, routes_graph, routes_panel, routes_work
 from .security import BodyTooLarge, GuardMiddleware, Limits, error_body
 from .state import build_service
 
@@ -53,6 +53,10 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     app.add_middleware(GuardMiddleware, token=config.token, limits=config.limits)
     for module in (routes_chats, routes_graph, routes_work):
         app.include_router(module.router, prefix="/api/v1")
+    routes_panel.install(app)  # the panel's extra reads (overview, last injection, ...) under /api/v1
+    from ..panel import mount_panel
+
+    mount_panel(app)  # the panel's static files at /panel
     if config.proxy:
         from ..proxy import ProxyConfig
         from ..proxy import router as proxy_router

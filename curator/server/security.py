@@ -15,6 +15,9 @@ from starlette.responses import JSONResponse
 from ..errors import CuratorError
 
 OPEN_PATHS = {"/api/v1/health"}  # answered without a token (liveness checks)
+# The panel's static files hold no data (everything it shows comes from the API with the token), and a browser
+# cannot send a bearer header when it navigates to a page.
+OPEN_PREFIXES = ("/panel/",)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,10 @@ def check_bind(host: str, token: str | None) -> None:
 
 def error_body(status: int, code: str, message: str, hint: str = "") -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message, "hint": hint}}, status_code=status)
+
+
+def _open(path: str) -> bool:
+    return path in OPEN_PATHS or path == "/panel" or path.startswith(OPEN_PREFIXES)
 
 
 class BodyTooLarge(HTTPException):
@@ -72,7 +79,7 @@ class GuardMiddleware:
         return await self.app(scope, receive, send)
 
     def _refusal(self, request: Request) -> JSONResponse | None:
-        if self.token and request.url.path not in OPEN_PATHS and not self._authorized(request):
+        if self.token and not _open(request.url.path) and not self._authorized(request):
             response = error_body(401, "unauthorized", "missing or wrong bearer token",
                                   "Send `Authorization: Bearer <token>` with the service's token.")
             response.headers["WWW-Authenticate"] = "Bearer"
