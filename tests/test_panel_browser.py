@@ -13,11 +13,9 @@ import pytest
 from panel_seed import ARCHIVED, BIG_ACTIVE, seed_big, seed_story
 
 import curator
-from curator.jobs import JobContext, JobKind
 from curator.scripted import scripted_model
 from curator.server import ServiceConfig, create_app
 from curator.server.runner import ThreadedServer
-from curator.server.state import register_kind
 
 CHROMIUM = Path("/usr/bin/chromium") if Path("/usr/bin/chromium").exists() else (
     Path(p) if (p := shutil.which("chromium") or shutil.which("chromium-browser")) else None)
@@ -37,28 +35,10 @@ def service(tmp_path_factory):
     seed_story(memory)
     seed_big(memory)
     app = create_app(memory, ServiceConfig(token=TOKEN, model=scripted_model()))
-    add_forget_pass(app)
     with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", headers=AUTH,
                                                       timeout=60) as api:
         yield server.url, api
     memory.close()
-
-
-def add_forget_pass(app) -> None:
-    """A stand-in for the maintenance passes' endpoints (not in this service version yet), in the shape the panel
-    drives them: POST /chats/{id}/<pass> with {"dry_run": bool}, answered with a job."""
-    service = app.state.service
-
-    def forget(ctx: JobContext) -> dict:
-        for step in range(1, 4):
-            ctx.progress(step, 3, f"scored batch {step}")
-        return {"dry_run": ctx.params["dry_run"], "would_archive": ["n_old1", "n_old2"]}
-
-    register_kind(service, "forget", JobKind(forget))
-
-    @app.post("/api/v1/chats/{chat_id}/forget", status_code=202)
-    def start_forget(chat_id: str, body: dict) -> dict:
-        return service.jobs.submit(chat_id, "forget", {"dry_run": bool(body.get("dry_run"))})
 
 
 @pytest.fixture(scope="module")
@@ -218,12 +198,12 @@ def test_operations_show_job_progress_and_roll_back(page, service, tmp_path):
     page.click("#op-vectors")
     page.wait_for_selector('#ops-progress .job-progress[data-state="done"]', timeout=60_000)
     assert "vectors: done" in page.inner_text("#ops-progress")
-    assert page.is_disabled("#op-compact")  # not offered by this service version: shown, not clickable
+    assert page.is_enabled("#op-compact") and page.is_enabled("#op-curate")  # the service offers every pass
     assert page.is_checked("#forget-dry")
-    page.click("#op-forget")  # offered (the stand-in): a dry run, its progress and its report
-    page.wait_for_selector('#ops-progress .job-progress[data-state="done"] >> text=forget: done 3/3')
+    page.click("#op-forget")  # a dry run of the sleep cycle: its progress and its report
+    page.wait_for_selector('#ops-progress .job-progress[data-state="done"] >> text=forget: done')
     report = page.inner_text("#ops-progress details.job-result pre")
-    assert '"dry_run": true' in report and "n_old2" in report
+    assert '"op": "forget"' in report and '"dry_run": true' in report
     with page.expect_download() as download:
         page.click("#export-graph")
     assert download.value.suggested_filename == "story.graph.json"

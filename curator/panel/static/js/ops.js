@@ -5,10 +5,16 @@
 import { chatPath, enc, get, post, servicePaths, waitJob } from "./api.js";
 import { clear, download, h, jobProgress, reportError, table, toast } from "./dom.js";
 
-// Maintenance passes: [label, path under the chat, takes a dry run]. Offered when the service has the endpoint.
+// Maintenance passes: [label, id, path under the chat, the API path it needs, takes a dry run]. Offered when the
+// service has the endpoint.
+const MAINTAIN = "/maintenance/{op}";
 const PASSES = [
-  ["Curate", "/curate", false], ["Compact", "/compact", false], ["Consolidate", "/consolidate", false],
-  ["Summarize", "/summarize", false], ["Forget", "/forget", true],
+  ["Curate", "curate", "/curate", "/curate", true],
+  ["Compact", "compact", "/maintenance/compact", MAINTAIN, false],
+  ["Consolidate", "consolidate", "/maintenance/consolidate", MAINTAIN, false],
+  ["Summarize", "summarize", "/maintenance/summarize", MAINTAIN, false],
+  ["Reflect", "reflect", "/maintenance/reflect", MAINTAIN, false],
+  ["Forget", "forget", "/maintenance/forget", MAINTAIN, true],
 ];
 
 export async function render(ctx, section) {
@@ -36,11 +42,11 @@ export async function render(ctx, section) {
     } catch (err) { reportError(err); }
   };
   const full = h("input", { type: "checkbox", id: "vectors-full" });
-  const passButtons = PASSES.map(([label, path, dry]) => {
-    const offered = has(path);
-    const dryRun = dry ? h("input", { type: "checkbox", checked: true, id: `${path.slice(1)}-dry` }) : null;
+  const passButtons = PASSES.map(([label, id, path, needs, dry]) => {
+    const offered = has(needs);
+    const dryRun = dry ? h("input", { type: "checkbox", checked: true, id: `${id}-dry` }) : null;
     return h("span", { class: "row" },
-      h("button", { id: `op-${path.slice(1)}`, disabled: !offered || !chat,
+      h("button", { id: `op-${id}`, disabled: !offered || !chat,
         title: offered ? "" : "This service version does not offer it yet.",
         onclick: () => runJob(label, path, dry ? { dry_run: dryRun.checked } : {}) }, label),
       dryRun && h("label", {}, dryRun, " dry run"));
