@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import re
 
+from test_cli import run
+
 import curator
 from curator.paths import example_file
 from curator.testing import FakeOpenAI, completion
-from tests.test_cli import run
 
 
 def fold(body: dict) -> dict:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from maintenance_helpers import Scripted, chat_messages, event_ops, fold_answer
 
 import curator
 from curator.maintenance.compression import plan_batches
 from schemas import load_preset
-from tests.maintenance_helpers import Scripted, chat_messages, event_ops, fold_answer
 
 
 @pytest.fixture

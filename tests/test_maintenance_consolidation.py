@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from maintenance_helpers import Scripted, chat_messages
 
 from curator.embeddings import EmbeddingProfile
-from tests.maintenance_helpers import Scripted, chat_messages
 
 OLD = [
     {"op": "create_node", "id": "old1", "type": "event", "title": "Summary 1",

@@ -6,13 +6,13 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from maintenance_helpers import Scripted, chat_messages, synopsis_answer
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import FunctionModel
 
 from curator.maintenance.forgetting import retention
 from curator.maintenance.scheduling import due_jobs
 from curator.settings import Settings
-from tests.maintenance_helpers import Scripted, chat_messages, synopsis_answer
 
 
 def extraction_step(memory, chat, seq, floor):
@@ -204,7 +204,7 @@ def test_ingest_runs_scheduled_maintenance_anchored_at_each_step(memory, tmp_pat
     def maintain(prompt, schema):
         answers.append(prompt)
         if "Fold these" in prompt:
-            from tests.maintenance_helpers import fold_answer
+            from maintenance_helpers import fold_answer
             return fold_answer(prompt, schema)
         return synopsis_answer(prompt, schema)
 
