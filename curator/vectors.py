@@ -100,7 +100,8 @@ class VectorIndex:
     def __init__(self, store: Store, profile: EmbeddingProfile, url: str | None = None):
         self.store, self.profile = store, profile
         self.function = CuratorEmbeddingFunction(profile)
-        self._sync_lock = threading.RLock()
+        self._locks: dict[str, threading.RLock] = {}  # one sync at a time per chat; chats in parallel
+        self._locks_guard = threading.Lock()
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)
@@ -135,7 +136,9 @@ class VectorIndex:
         """Bring the chat's collections in line with its graph and messages: embed what is new or changed, update
         metadata that changed, delete what vanished. `full` re-embeds everything; `floors` re-embeds the nodes
         whose floor range meets [a, b]. A profile change turns any sync into a full one. Failures are per node."""
-        with self._sync_lock:  # one at a time: the HTTP service syncs from request and job threads
+        with self._locks_guard:
+            lock = self._locks.setdefault(chat_id, threading.RLock())
+        with lock:  # the HTTP service syncs a chat from request and job threads
             return self._sync(chat_id, full, floors, progress)
 
     def _sync(self, chat_id: str, full: bool, floors: tuple[int, int] | None, progress: Progress | None) -> SyncReport:
@@ -197,7 +200,8 @@ class VectorIndex:
                     report.sources_embedded += len(embedded)
             if progress:
                 progress(min(start + len(batch), len(work)), len(work))
-        self._save_state(chat_id, kept)
+        if full or profile_key is None or kept != hashes:  # a sync that changed nothing writes nothing
+            self._save_state(chat_id, kept)
         return report
 
     def message_lines(self, chat_id: str) -> dict[int, str]:
