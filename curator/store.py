@@ -168,6 +168,37 @@ class Store:
             conn.execute("UPDATE chats SET schema_name=?, schema_json=?, updated_at=? WHERE id=?",
                          (schema.name, _schema_json(schema), utc_now(), chat_id))
 
+    def change_schema(self, chat_id: str, schema: Schema) -> None:
+        """Change the schema of a chat that has memory, when every node stays valid: each node's type is kept, and
+        still has each field the node uses and no new required field the node lacks. Settings (cadence,
+        always-inject, caps, compression) may change freely. Bumps the graph version (recall caches)."""
+        with self.transaction() as conn:
+            self.chat(chat_id)
+            problems = self._schema_problems(chat_id, schema)
+            if problems:
+                raise CuratorError(f"the schema would break {len(problems)} existing node(s): " + "; ".join(problems[:5]),
+                                   "Keep the types and fields your nodes use (or delete those nodes first).")
+            conn.execute("UPDATE chats SET schema_name=?, schema_json=?, updated_at=?, "
+                         "graph_version = graph_version + 1 WHERE id=?",
+                         (schema.name, _schema_json(schema), utc_now(), chat_id))
+
+    def _schema_problems(self, chat_id: str, schema: Schema) -> list[str]:
+        problems: list[str] = []
+        for node_id, type_, fields_json in self.conn.execute(
+                "SELECT id, type, fields_json FROM nodes WHERE chat_id=? ORDER BY id", (chat_id,)):
+            spec = schema.type(type_)
+            if spec is None:
+                problems.append(f"{node_id} has type {type_!r}, which the schema drops")
+                continue
+            fields = {k for k, v in json.loads(fields_json).items() if v not in (None, "")}
+            unknown = sorted(fields - set(spec.field_names))
+            missing = sorted(set(spec.required_fields) - fields)
+            if unknown:
+                problems.append(f"{node_id} ({type_}) uses dropped field(s) {', '.join(unknown)}")
+            if missing:
+                problems.append(f"{node_id} ({type_}) lacks new required field(s) {', '.join(missing)}")
+        return problems
+
     def delete_chat(self, chat_id: str) -> None:
         with self.transaction() as conn:
             self.chat(chat_id)

@@ -6,7 +6,6 @@ proxy both go through `Service.recall`)."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import deque
 
@@ -14,11 +13,11 @@ from fastapi import APIRouter, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
-from schemas import Schema, schema_from_data
+from schemas import schema_from_data
 
-from ..errors import CuratorError, NotFound
+from ..errors import NotFound
 from ..extractor import due_floors, last_extracted_floor
-from ..store import _schema_json, utc_now
+from ..store import utc_now
 from .deps import ServiceDep, Strict
 from .routes_work import RecallIn
 
@@ -179,33 +178,6 @@ def put_compatible_schema(chat_id: str, body: dict, service: ServiceDep) -> dict
     always-inject, caps, compression) may change freely."""
     schema = schema_from_data(body.get("schema", body), "request schema")
     with service.writer(chat_id):
-        store = service.memory.store
-        store.chat(chat_id)
-        problems = _incompatibilities(store, chat_id, schema)
-        if problems:
-            raise CuratorError(f"the schema would break {len(problems)} existing node(s): " + "; ".join(problems[:5]),
-                               "Keep the types and fields your nodes use (or delete those nodes first).")
-        with store.transaction() as conn:
-            conn.execute("UPDATE chats SET schema_name=?, schema_json=?, updated_at=?, "
-                         "graph_version = graph_version + 1 WHERE id=?",
-                         (schema.name, _schema_json(schema), utc_now(), chat_id))
+        service.memory.store.change_schema(chat_id, schema)
     service.forget_floors(chat_id, 0)  # cached recalls were packed with the old settings
     return {"chat": chat_id, "schema": schema.name, "types": list(schema.types)}
-
-
-def _incompatibilities(store, chat_id: str, schema: Schema) -> list[str]:
-    problems: list[str] = []
-    for node_id, type_, fields_json in store.conn.execute(
-            "SELECT id, type, fields_json FROM nodes WHERE chat_id=? ORDER BY id", (chat_id,)):
-        spec = schema.type(type_)
-        if spec is None:
-            problems.append(f"{node_id} has type {type_!r}, which the schema drops")
-            continue
-        fields = {k for k, v in json.loads(fields_json).items() if v not in (None, "")}
-        unknown = sorted(fields - set(spec.field_names))
-        missing = sorted(set(spec.required_fields) - fields)
-        if unknown:
-            problems.append(f"{node_id} ({type_}) uses dropped field(s) {', '.join(unknown)}")
-        if missing:
-            problems.append(f"{node_id} ({type_}) lacks new required field(s) {', '.join(missing)}")
-    return problems
