@@ -16,7 +16,7 @@ SOURCE_WEIGHT = 1.0  # of an event's source messages (dense + lexical, z-fused t
 DATE_BONUS, DATE_SLACK_DAYS = 2.0, 3  # for memories whose story date is one the query names
 MENTION_BONUS = 1.0  # for nodes linked to an entity the query names
 DETAIL_MARGIN = 0.5  # a folded leaf comes back if it scores at least its summary's score minus this
-NEIGHBOUR_SHARE = 0.3  # of the best score among a node's neighbours (linked, or the same type's previous/next)
+NEIGHBOUR_SHARE = 0.3  # of the best score among a node's neighbours (linked, previous/next of its type, same scene)
 
 
 @dataclass
