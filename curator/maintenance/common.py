@@ -14,6 +14,7 @@ from pydantic_ai import Agent, ModelRetry, RunContext, ToolOutput
 from pydantic_ai.models import Model
 
 from ..errors import CuratorError
+from ..extractor import failure_reason
 from ..graph import Node
 from ..llm import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
 from ..settings import Settings
@@ -146,7 +147,7 @@ class Job:
         return record
 
     def fail(self, exc: BaseException) -> None:
-        self.report.error = _reason(exc)
+        self.report.error = failure_reason(exc)
 
     def finish(self) -> MaintenanceReport:
         self.report.usage = self.trace.usage()
@@ -196,12 +197,3 @@ def node_line(node: Node, with_id: bool = True) -> str:
     floors = str(node.floor_from) if node.floor_from == node.floor_to else f"{node.floor_from}-{node.floor_to}"
     head = f"[{node.id}] " if with_id else ""
     return f"{head}{node.type} \"{node.title}\" (floors {floors}, importance {node.importance:g}): {fields}"
-
-
-def _reason(exc: BaseException) -> str:
-    parts, seen = [], set()
-    while exc is not None and id(exc) not in seen and len(parts) < 3:
-        seen.add(id(exc))
-        parts.append(f"{type(exc).__name__}: {' '.join(str(exc).split())}")
-        exc = exc.__cause__ or exc.__context__
-    return " <- ".join(parts)[:1000]
