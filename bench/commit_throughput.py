@@ -26,7 +26,7 @@ from _common import (
     table,
 )
 
-from curator.ops import parse_ops
+from curator.store.ops import parse_ops
 
 CHAT = "bench"
 OPS_PER_COMMIT = 10

@@ -18,9 +18,9 @@ from _common import TempMemory, emit, environment, latency_summary, ms, now, par
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import FunctionModel
 
-from curator.curator_agent import Curator
-from curator.messages import Message
-from tools import Workspace
+from curator.extract.curator_agent import Curator
+from curator.store.messages import Message
+from curator.tools import Workspace
 
 
 def build_graph(memory, chat: str, nodes: int) -> None:

@@ -22,7 +22,7 @@ import random
 
 from _common import TempMemory, emit, environment, ms, now, parse_args, progress, table
 
-from curator import exchange
+from curator.store import exchange
 
 SOURCE_CHAT, TARGET_CHAT = "bench-src", "bench-copy"
 NODES_PER_COMMIT = 100
@@ -85,8 +85,8 @@ def _read_and_import(conn, data_dir: str, path: str, chat: str) -> None:
     """Child process: time read_graph_file, report, then time import_graph into `chat` and report."""
     import time
 
-    from curator import exchange as ex
-    from curator.store import Store
+    from curator.store import exchange as ex
+    from curator.store.store import Store
 
     try:
         t0 = time.perf_counter()
@@ -131,7 +131,7 @@ def read_then_import(tmp, path, timeout: float, res: dict) -> None:
     finally:
         proc.join()
     if res["read_timed_out"]:
-        from schemas import schema_from_data
+        from curator.schemas import schema_from_data
 
         res["read_graph_file_ms"] = None
         graph = exchange.GraphFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
@@ -240,7 +240,7 @@ def growth_exponent(rows: list[dict]) -> float | None:
 def breakdown(path, total_ms: float | None) -> dict:
     """Where read_graph_file's time goes: its cheap steps timed one by one (as `exchange.parse_graph` runs
     them); what is left of the whole read is the schema reference checks, which are not run a second time."""
-    from schemas import schema_from_data
+    from curator.schemas import schema_from_data
 
     out = {}
     t0 = now()

@@ -11,7 +11,7 @@ import json
 
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
-from curator.messages import Message
+from curator.store.messages import Message
 from curator.settings import ModelProfile, Settings
 from curator.testing import FakeOpenAI, completion
 

@@ -19,7 +19,7 @@ from _common import TempMemory, emit, environment, latency_summary, now, parse_a
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import FunctionModel
 
-from curator.messages import Message
+from curator.store.messages import Message
 
 PEOPLE = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas Marrow", "Old Tam", "the ferryman", "Captain Vell"]
 PLACES = ["the bridge", "the mill", "the river ford", "the chapel", "the market", "the watchtower"]

@@ -15,9 +15,9 @@ import random
 import numpy as np
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
-from curator.embeddings import EmbeddingProfile, make_embedder
-from curator.messages import Message
-from curator.vectors import SOURCES, _digest, _metadata, node_document, source_document
+from curator.vectors.embeddings import EmbeddingProfile, make_embedder
+from curator.store.messages import Message
+from curator.vectors.index import SOURCES, _digest, _metadata, node_document, source_document
 
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas", "Tamsin", "Oskar", "Liane", "Hedda", "Corin"]
 PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks", "the temple", "the market"]

@@ -17,8 +17,8 @@ from pathlib import Path
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
 import curator
-from curator.lexical import BM25
-from curator.messages import Message
+from curator.recall.lexical import BM25
+from curator.store.messages import Message
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 TUNE, HELD_OUT = ("conv-26", "conv-41", "conv-43"), ("conv-47", "conv-49")

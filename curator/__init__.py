@@ -8,7 +8,18 @@
         memory.rollback("my-chat", floor=1)
 """
 
-from .errors import (
+import os as _os
+
+# In a checkout (tests run from the repository, or `pip install -e .`) the brief's folders tools/, schemas/ and
+# prompts/ sit beside this package; the wheel ships them inside it. Either way they import as curator.tools,
+# curator.schemas and curator.prompts, and an install adds one top-level name: curator.
+_checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if not _os.path.isdir(_os.path.join(__path__[0], "schemas")) and _os.path.isfile(
+    _os.path.join(_checkout, "schemas", "__init__.py")
+):
+    __path__.append(_checkout)
+
+from curator.errors import (  # noqa: E402
     ChatExists,
     ChatFileError,
     ChatNotFound,
@@ -22,10 +33,10 @@ from .errors import (
     StoreLocked,
     StoreTooNew,
 )
-from .graph import Edge, Node
-from .messages import Message
-from .service import Memory, open
-from .store import CommitRecord, RollbackResult, Store
+from curator.store.graph import Edge, Node
+from curator.store.messages import Message
+from curator.service.memory import Memory, open
+from curator.store.store import CommitRecord, RollbackResult, Store
 
 __version__ = "0.1.0"
 

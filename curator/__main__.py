@@ -1,3 +1,3 @@
-from .cli import main
+from curator.cli.main import main
 
 main()

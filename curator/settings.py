@@ -11,9 +11,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .embeddings import EmbeddingProfile
-from .errors import CuratorError
-from .maintenance_settings import MaintenanceSettings
+from curator.vectors.embeddings import EmbeddingProfile
+from curator.errors import CuratorError
+from curator.maintenance_settings import MaintenanceSettings
 
 CONFIG_FILENAME = "config.yaml"
 Task = Literal["extract", "curate", "recall", "rewrite", "summarize", "maintain"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import CuratorError
+from curator.errors import CuratorError
 
 
 def read_utf8(path: Path, max_bytes: int, error: type[CuratorError], what: str = "file",

@@ -1,6 +1,6 @@
 """Schema presets (YAML data shipped in this package) and their loader and validator."""
 
-from .loader import (
+from curator.schemas.loader import (
     SchemaError,
     SchemaIssue,
     dump_schema,
@@ -10,7 +10,7 @@ from .loader import (
     preset_names,
     schema_from_data,
 )
-from .model import AlwaysInject, Compression, FieldSpec, Relation, Schema, TypeSpec
+from curator.schemas.model import AlwaysInject, Compression, FieldSpec, Relation, Schema, TypeSpec
 
 __all__ = [
     "AlwaysInject", "Compression", "FieldSpec", "Relation", "Schema", "SchemaError", "SchemaIssue", "TypeSpec",

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .model import Schema
+from curator.schemas.model import Schema
 
 PRESET_DIR = "presets"
 MAX_SCHEMA_BYTES = 2 * 1024 * 1024

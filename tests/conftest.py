@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 import curator
-from schemas import load_preset
+from curator.schemas import load_preset
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from curator.messages import Message
+from curator.store.messages import Message
 
 
 def chat_messages(turns: int) -> list[Message]:

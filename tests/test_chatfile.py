@@ -5,8 +5,8 @@ import json
 import pytest
 
 from curator import ChatFileError
-from curator.chatfile import parse_chat, read_chat
-from curator.messages import floor_hash, latest_assistant_floor
+from curator.extract.chatfile import parse_chat, read_chat
+from curator.store.messages import floor_hash, latest_assistant_floor
 from curator.paths import example_file
 
 

@@ -7,8 +7,8 @@ import json
 import httpx
 import respx
 
-from curator.llm import build_model
-from curator.messages import Message
+from curator.llm.models import build_model
+from curator.store.messages import Message
 from curator.settings import ModelProfile, Settings
 
 

@@ -15,7 +15,7 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolRetu
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from curator.errors import CuratorError
-from curator.messages import Message
+from curator.store.messages import Message
 from curator.testing import FakeOpenAI, completion
 
 
@@ -208,7 +208,7 @@ def test_channels_curator_and_both(memory, tmp_path):
                               for m in chat_messages(3)), encoding="utf-8")
     import asyncio
 
-    from curator.ingest import ingest
+    from curator.extract.ingest import ingest
 
     def extractor(messages, info):
         return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"event": [{"summary": "extracted"}]})])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import tools
-from tools import Workspace, invoke, run_tools
+from curator import tools
+from curator.tools import Workspace, invoke, run_tools
 
 
 @pytest.fixture

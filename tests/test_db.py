@@ -5,10 +5,10 @@ import sqlite3
 import pytest
 
 import curator
-from curator import db
+from curator.store import db
 from curator.errors import MigrationFailed, StoreCorrupt, StoreLocked, StoreTooNew
-from curator.store import Store
-from schemas import load_preset
+from curator.store.store import Store
+from curator.schemas import load_preset
 
 
 def test_database_is_wal_and_versioned(tmp_path):

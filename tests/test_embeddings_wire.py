@@ -9,7 +9,7 @@ import httpx
 import numpy as np
 import respx
 
-from curator.embeddings import EmbeddingProfile, make_embedder
+from curator.vectors.embeddings import EmbeddingProfile, make_embedder
 
 
 def test_openai_compatible_embeddings(httpx2_mock, monkeypatch):

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from curator import ChatExists, ImportFileError
-from curator.exchange import MAX_IMPORT_BYTES, dumps
+from curator.store.exchange import MAX_IMPORT_BYTES, dumps
 from curator.paths import example_file
 
 EXAMPLE = example_file("lantern_road.graph.json")

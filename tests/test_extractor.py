@@ -16,10 +16,10 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from curator.extractor import due_floors, last_extracted_floor
-from curator.messages import Message
+from curator.extract.extractor import due_floors, last_extracted_floor
+from curator.store.messages import Message
 from curator.settings import ExtractionSettings, Settings
-from curator.usage_log import usage_totals
+from curator.llm.usage import usage_totals
 
 
 def chat_messages(replies: int) -> list[Message]:

@@ -12,7 +12,7 @@ import pytest
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import FunctionModel
 
-from curator.chatfile import read_chat
+from curator.extract.chatfile import read_chat
 from curator.paths import example_file
 from curator.testing import FakeOpenAI
 

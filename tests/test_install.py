@@ -9,6 +9,7 @@ import json
 import subprocess
 import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECK = r"""
 import json, subprocess, sys
 from pathlib import Path
-import curator, tools, schemas, prompts
+import curator
+from curator import tools, schemas, prompts
 from curator.paths import example_file
-from schemas import load_preset, preset_names
-from prompts import render, template_names
-from curator.panel import STATIC_DIR
+from curator.schemas import load_preset, preset_names
+from curator.prompts import render, template_names
+from curator.service.panel import STATIC_DIR
 exe = Path(sys.executable).with_name("curator")
 demo = json.loads(subprocess.run([str(exe), "--data", sys.argv[1], "demo", "--json"], check=True,
                                  capture_output=True, text=True).stdout)
@@ -65,3 +67,16 @@ def test_install_mode(tmp_path, editable):
     assert found["demo_nodes"] == 18
     # the panel's files ship as package data: the page, its style and every script it imports
     assert {"index.html", "panel.css", "js/app.js", "js/graph_layout.js", "js/graph_view.js"} <= set(found["panel"])
+
+
+@pytest.mark.slow
+def test_the_wheel_adds_one_import_name(tmp_path):
+    """tools/, schemas/ and prompts/ ship inside `curator`; no other top-level package collides with the user's."""
+    subprocess.run(["pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(tmp_path),
+                    str(ROOT)], check=True, capture_output=True, text=True, cwd=tmp_path)
+    (wheel,) = tmp_path.glob("memory_curator-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top == {"curator"}
+    assert {"curator/tools/__init__.py", "curator/schemas/presets/default.yaml",
+            "curator/prompts/templates/extract_system.md", "curator/examples/lantern_road.jsonl"} <= set(names)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from curator.jobs import ChatLocks, JobKind, JobRunner
-from curator.store import Store, utc_now
+from curator.service.jobs import ChatLocks, JobKind, JobRunner
+from curator.store.store import Store, utc_now
 
 
 def test_after_a_restart_resumable_jobs_resume_and_the_rest_fail_visibly(tmp_path, default_schema):

@@ -8,7 +8,7 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from curator.paths import example_file
-from curator.recall import Recaller
+from curator.recall.engine import Recaller
 
 QUERY = "Eileen, you told me once you owed me for the salve. Do you remember?"
 

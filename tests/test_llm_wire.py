@@ -9,9 +9,9 @@ import httpx  # respx (behind pytest-httpx2) speaks httpx objects; the client un
 import httpx2
 import pytest
 
-from curator.extractor import last_extracted_floor
-from curator.llm import build_model, retry_after_seconds
-from curator.messages import Message
+from curator.extract.extractor import last_extracted_floor
+from curator.llm.models import build_model, retry_after_seconds
+from curator.store.messages import Message
 from curator.settings import ModelProfile, Settings
 from curator.testing import completion
 
@@ -182,7 +182,7 @@ def test_missing_api_key_is_a_clear_error(monkeypatch):
 def test_rate_limiter_spaces_requests():
     import asyncio
 
-    from curator.llm import RateLimiter
+    from curator.llm.models import RateLimiter
 
     clock = [100.0]
     waits = []

@@ -10,7 +10,7 @@ from maintenance_helpers import Scripted, chat_messages, event_ops, fold_answer
 
 import curator
 from curator.maintenance.compression import plan_batches
-from schemas import load_preset
+from curator.schemas import load_preset
 
 
 @pytest.fixture

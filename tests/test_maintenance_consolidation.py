@@ -8,7 +8,7 @@ import re
 import pytest
 from maintenance_helpers import Scripted, chat_messages
 
-from curator.embeddings import EmbeddingProfile
+from curator.vectors.embeddings import EmbeddingProfile
 
 OLD = [
     {"op": "create_node", "id": "old1", "type": "event", "title": "Summary 1",

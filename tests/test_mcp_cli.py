@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from curator.mcp_server import build_mcp
+from curator.service.mcp_server import build_mcp
 from curator.paths import example_file
 from curator.testing import FakeOpenAI
 

@@ -11,9 +11,9 @@ from panel_seed import seed_story
 from test_proxy import converse, proxy  # noqa: F401 - the proxy fixture (a fake upstream model on loopback)
 
 import curator
-from curator.panel import STATIC_DIR
-from curator.server import ServiceConfig, create_app
-from curator.server.runner import ThreadedServer
+from curator.service.panel import STATIC_DIR
+from curator.service.server import ServiceConfig, create_app
+from curator.service.server.runner import ThreadedServer
 
 TOKEN = "t0ken"
 

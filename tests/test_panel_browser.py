@@ -13,9 +13,9 @@ import pytest
 from panel_seed import ARCHIVED, BIG_ACTIVE, seed_big, seed_story
 
 import curator
-from curator.scripted import scripted_model
-from curator.server import ServiceConfig, create_app
-from curator.server.runner import ThreadedServer
+from curator.extract.scripted import scripted_model
+from curator.service.server import ServiceConfig, create_app
+from curator.service.server.runner import ThreadedServer
 
 CHROMIUM = Path("/usr/bin/chromium") if Path("/usr/bin/chromium").exists() else (
     Path(p) if (p := shutil.which("chromium") or shutil.which("chromium-browser")) else None)

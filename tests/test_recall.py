@@ -8,10 +8,10 @@ import httpx
 import pytest
 import respx
 
-from curator.injection import persistent_nodes
+from curator.recall.injection import persistent_nodes
 from curator.paths import example_file
 from curator.settings import RecallSettings, RerankProfile
-from curator.tokens import count_tokens
+from curator.llm.tokens import count_tokens
 
 EXAMPLE = example_file("lantern_road.graph.json")
 
@@ -181,7 +181,7 @@ def test_llm_rerank_stage_and_its_fallback(memory, road):
     from pydantic_ai.messages import ModelResponse, ToolCallPart
     from pydantic_ai.models.function import FunctionModel
 
-    from curator.recall import Recaller
+    from curator.recall.engine import Recaller
 
     def picks(ids):
         def answer(messages, info):

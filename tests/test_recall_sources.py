@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 
 from curator.dates import date_windows, day_of
-from curator.lexical import tokenize
-from curator.messages import Message
-from curator.scoring import strip_names
+from curator.recall.lexical import tokenize
+from curator.store.messages import Message
+from curator.recall.scoring import strip_names
 
 SCHEMA = """
 name: small

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import SchemaError, dump_schema, load_preset, load_schema, parse_schema, preset_names
+from curator.schemas import SchemaError, dump_schema, load_preset, load_schema, parse_schema, preset_names
 
 
 def test_presets_ship_as_data():

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from curator import ChatExists, ChatNotFound, CuratorError, OpError
-from curator.ops import CreateNode, UpdateNode
+from curator.store.ops import CreateNode, UpdateNode
 
 
 def snapshot(memory, chat_id):

@@ -8,9 +8,9 @@ import pytest
 
 import curator
 from curator.errors import CuratorError
-from curator.messages import Message
-from curator.scripted import graph_signature, reply_text, scripted_chat, scripted_model
-from curator.sync import find_dirty_floor
+from curator.store.messages import Message
+from curator.extract.scripted import graph_signature, reply_text, scripted_chat, scripted_model
+from curator.sync.history import find_dirty_floor
 
 FLOORS = 200
 

@@ -10,8 +10,8 @@ import time
 import chromadb
 import pytest
 
-from curator.embeddings import EmbeddingProfile, make_embedder
-from curator.vectors import VectorIndex, node_document
+from curator.vectors.embeddings import EmbeddingProfile, make_embedder
+from curator.vectors.index import VectorIndex, node_document
 
 FACTS = {
     "n_debt": ("event", "Summary 1", {"summary": "Rowan gave Eileen his last healing salve; she swore to repay the debt."}),

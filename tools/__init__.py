@@ -7,13 +7,13 @@ active at this cadence step, links and compaction.
 
 from __future__ import annotations
 
-from schemas import Schema
+from curator.schemas import Schema
 
-from .compact import memory_compact_nodes, memory_compaction_candidates
-from .read import READ_TOOLS
-from .registry import ToolSpec, agent_tools, from_function, invoke
-from .workspace import ToolCall, ToolError, Workspace
-from .write import write_tools
+from curator.tools.compact import memory_compact_nodes, memory_compaction_candidates
+from curator.tools.read import READ_TOOLS
+from curator.tools.registry import ToolSpec, agent_tools, from_function, invoke
+from curator.tools.workspace import ToolCall, ToolError, Workspace
+from curator.tools.write import write_tools
 
 
 def read_tools(vector_search: bool = True) -> list[ToolSpec]:

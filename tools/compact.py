@@ -11,13 +11,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from curator.documents import node_document
-from curator.graph import Node
-from curator.ops import new_node_id
-from schemas import TypeSpec
+from curator.vectors.documents import node_document
+from curator.store.graph import Node
+from curator.store.ops import new_node_id
+from curator.schemas import TypeSpec
 
-from .read import brief
-from .workspace import ToolError, Workspace
+from curator.tools.read import brief
+from curator.tools.workspace import ToolError, Workspace
 
 MIN_SUMMARY_CHARS = 200  # the length cap never goes below this, so a fold of short children stays possible
 

@@ -8,11 +8,11 @@ import json
 from collections import Counter, deque
 from types import SimpleNamespace
 
-from curator.documents import node_document
-from curator.graph import Node
-from curator.lexical import BM25
+from curator.vectors.documents import node_document
+from curator.store.graph import Node
+from curator.recall.lexical import BM25
 
-from .workspace import ToolError, Workspace
+from curator.tools.workspace import ToolError, Workspace
 
 BRIEF_CHARS = 160
 MAX_LIST = 200

@@ -18,7 +18,7 @@ from pydantic_ai import RunContext, Tool
 
 from curator.errors import OpError
 
-from .workspace import ToolCall, ToolError, Workspace
+from curator.tools.workspace import ToolCall, ToolError, Workspace
 
 
 @dataclass(frozen=True)

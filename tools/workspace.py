@@ -11,13 +11,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curator.db import DB_FILENAME, TranslatingConnection
+from curator.store.db import DB_FILENAME, TranslatingConnection
 from curator.errors import CuratorError, OpError
-from curator.ops import dump_ops, parse_ops
-from curator.projection import Applier
-from curator.queries import GraphView
-from curator.store import Store, utc_now
-from schemas import Schema
+from curator.store.ops import dump_ops, parse_ops
+from curator.store.projection import Applier
+from curator.store.queries import GraphView
+from curator.store.store import Store, utc_now
+from curator.schemas import Schema
 
 GRAPH_TABLES = ("nodes", "node_names", "edges")
 
@@ -52,7 +52,7 @@ class Workspace:
     seq: int  # the cadence step: a type is active when seq % extract_every == 0
     active_types: list[str]
     latest_floor: int
-    index: Any = None  # a curator.vectors.VectorIndex, when the chat has one
+    index: Any = None  # a curator.vectors.index.VectorIndex, when the chat has one
     staged: list[dict] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     version: int = 0  # bumped by every staged write (read caches key on it)

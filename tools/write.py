@@ -9,12 +9,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from curator.graph import split_aliases
-from schemas import Schema, TypeSpec
+from curator.store.graph import split_aliases
+from curator.schemas import Schema, TypeSpec
 
-from .compact import memory_compact_nodes
-from .registry import ToolSpec, from_function
-from .workspace import ToolError, Workspace
+from curator.tools.compact import memory_compact_nodes
+from curator.tools.registry import ToolSpec, from_function
+from curator.tools.workspace import ToolError, Workspace
 
 _STRICT = ConfigDict(extra="forbid")
 RESERVED = ("title", "importance")  # extra create arguments, unless the type has a field of that name

@@ -1,7 +1,7 @@
 """Maintenance: consolidation, hierarchical compression, summaries, forgetting, reflection and evolution.
 They keep the graph small and true as the story grows; each step is its own commit (origin `maintenance`)."""
 
-from .common import MaintenanceReport
-from .runner import Maintainer
+from curator.maintenance.common import MaintenanceReport
+from curator.maintenance.runner import Maintainer
 
 __all__ = ["Maintainer", "MaintenanceReport"]

@@ -13,16 +13,16 @@ from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry, RunContext, ToolOutput
 from pydantic_ai.models import Model
 
-from ..errors import CuratorError
-from ..extractor import failure_reason
-from ..graph import Node
-from ..llm import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
-from ..settings import Settings
-from ..store import CommitRecord, Store
-from ..usage_log import log_calls
+from curator.errors import CuratorError
+from curator.extract.extractor import failure_reason
+from curator.store.graph import Node
+from curator.llm.models import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
+from curator.settings import Settings
+from curator.store.store import CommitRecord, Store
+from curator.llm.usage import log_calls
 
 if TYPE_CHECKING:
-    from ..vectors import VectorIndex
+    from curator.vectors.index import VectorIndex
 
 Progress = Callable[[int, int], None]
 TASK = "maintain"

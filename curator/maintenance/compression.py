@@ -10,12 +10,12 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from prompts import render
-from schemas import Schema, TypeSpec
+from curator.prompts import render
+from curator.schemas import Schema, TypeSpec
 
-from ..graph import Node
-from ..ops import Compact
-from .common import Job, Progress, gather_limited, node_line
+from curator.store.graph import Node
+from curator.store.ops import Compact
+from curator.maintenance.common import Job, Progress, gather_limited, node_line
 
 
 class _Answer(BaseModel):

@@ -13,12 +13,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from prompts import render
+from curator.prompts import render
 
-from ..errors import CuratorError
-from ..graph import Node, normalize_name
-from ..ops import ArchiveNode, Link, Unlink, UpdateNode
-from .common import Job, node_line
+from curator.errors import CuratorError
+from curator.store.graph import Node, normalize_name
+from curator.store.ops import ArchiveNode, Link, Unlink, UpdateNode
+from curator.maintenance.common import Job, node_line
 
 
 class _Strict(BaseModel):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from ..graph import Node
-from ..ops import ArchiveNode
-from .common import Job
+from curator.store.graph import Node
+from curator.store.ops import ArchiveNode
+from curator.maintenance.common import Job
 
 
 def retention(importance: float, age_hours: float, access_count: int | None) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ..store import Store
+from curator.store.store import Store
 
 
 def node_history(store: Store, chat_id: str, node_id: str) -> list[dict]:

@@ -7,11 +7,11 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from prompts import render
-from schemas import TypeSpec
+from curator.prompts import render
+from curator.schemas import TypeSpec
 
-from ..ops import CreateNode, Link, new_node_id
-from .common import Job, node_line
+from curator.store.ops import CreateNode, Link, new_node_id
+from curator.maintenance.common import Job, node_line
 
 
 class _Answer(BaseModel):

@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING
 
 from pydantic_ai.models import Model
 
-from ..errors import CuratorError
-from ..settings import Settings
-from ..store import Store
-from .common import Job, MaintenanceReport, Progress
-from .compression import compress
-from .consolidation import consolidate, new_nodes_of_steps
-from .forgetting import forget
-from .reflection import reflect
-from .summaries import summarize
+from curator.errors import CuratorError
+from curator.settings import Settings
+from curator.store.store import Store
+from curator.maintenance.common import Job, MaintenanceReport, Progress
+from curator.maintenance.compression import compress
+from curator.maintenance.consolidation import consolidate, new_nodes_of_steps
+from curator.maintenance.forgetting import forget
+from curator.maintenance.reflection import reflect
+from curator.maintenance.summaries import summarize
 
 if TYPE_CHECKING:
-    from ..vectors import VectorIndex
+    from curator.vectors.index import VectorIndex
 
 
 class Maintainer:

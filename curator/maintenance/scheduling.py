@@ -5,9 +5,9 @@ Every job is anchored at the step's floor. A failing job is reported, never rais
 
 from __future__ import annotations
 
-from ..extractor import ExtractionResult
-from .common import MaintenanceReport
-from .runner import Maintainer
+from curator.extract.extractor import ExtractionResult
+from curator.maintenance.common import MaintenanceReport
+from curator.maintenance.runner import Maintainer
 
 
 def due_jobs(settings, seq: int) -> list[str]:

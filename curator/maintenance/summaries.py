@@ -12,11 +12,11 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from prompts import render
+from curator.prompts import render
 
-from ..graph import Node
-from ..ops import Compact, CreateNode
-from .common import Job, node_line
+from curator.store.graph import Node
+from curator.store.ops import Compact, CreateNode
+from curator.maintenance.common import Job, node_line
 
 SMALL_NOTE = "small summary"
 _SEQ = re.compile(r"^seq (\d+)")

@@ -1,0 +1,1 @@
+"""The `curator` command: one sub-command per library operation."""

@@ -1,0 +1,125 @@
+"""Terminal rendering for the CLI (rich): graphs, commits and schemas as tables, errors as one line + hint."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from curator.schemas import Schema
+
+from curator.store.graph import Node
+from curator.store.queries import GraphView
+from curator.store.store import CommitRecord, RollbackResult
+
+out = Console(soft_wrap=False)
+err = Console(stderr=True)
+
+
+def print_json(data: object) -> None:
+    # Plain stdout, not rich: --json output must be byte-exact for pipes.
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def print_error(message: str, hint: str = "") -> None:
+    err.print(f"[bold red]Error:[/] {message}", highlight=False, markup=True)
+    if hint:
+        err.print(f"[dim]Hint:[/] {hint}", highlight=False)
+
+
+def _floors(node: Node) -> str:
+    return str(node.floor_from) if node.floor_from == node.floor_to else f"{node.floor_from}-{node.floor_to}"
+
+
+def _summary(node: Node, width: int = 90) -> str:
+    text = " · ".join(f"{k}: {v}" for k, v in node.fields.items() if v and v != node.title)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def print_graph(chat_id: str, graph: GraphView, schema: Schema, include_archived: bool = False) -> None:
+    stats = graph.stats()
+    out.print(f"[bold]{chat_id}[/]  schema [cyan]{schema.name}[/]  ·  {stats['nodes_active']} active nodes, "
+              f"{stats['nodes_archived']} archived, {stats['edges']} edges, {stats['commits']} commits, "
+              f"{stats['messages']} messages")
+    for type_name in schema.types:
+        nodes = graph.nodes(type=type_name, archived=None if include_archived else False)
+        if not nodes:
+            continue
+        table = Table(title=f"{type_name} ({len(nodes)})", title_justify="left", show_lines=False, expand=False)
+        for column in ("id", "title", "lvl", "floors", "fields"):
+            table.add_column(column, overflow="fold" if column == "fields" else "ellipsis",
+                             no_wrap=column != "fields")
+        for node in nodes:
+            style = "dim" if node.archived else None
+            table.add_row(node.id, node.title, str(node.level), _floors(node), _summary(node), style=style)
+        out.print(table)
+    edges = graph.edges()
+    if edges:
+        titles = {n.id: n.title for n in graph.nodes(archived=None)}
+        table = Table(title=f"edges ({len(edges)})", title_justify="left")
+        for column in ("source", "relation", "target", "strength", "floors"):
+            table.add_column(column)
+        for edge in edges:
+            span = f"{edge.valid_from if edge.valid_from is not None else ''}-{edge.valid_to if edge.valid_to is not None else ''}"
+            table.add_row(titles.get(edge.source, edge.source), edge.relation, titles.get(edge.target, edge.target),
+                          f"{edge.strength:.2f}", "" if span == "-" else span)
+        out.print(table)
+
+
+def print_commit(record: CommitRecord, verb: str = "committed") -> None:
+    out.print(f"{verb} commit [bold]#{record.id}[/] ({record.origin}, anchored at floor {record.anchor_floor}, "
+              f"{len(record.ops)} ops)")
+
+
+def print_rollback(result: RollbackResult) -> None:
+    if not result.reverted:
+        out.print(f"nothing to roll back: no commit of {result.chat_id!r} is anchored at floor {result.floor} or later")
+        return
+    out.print(f"rolled back {len(result.reverted)} commit(s) anchored at floor >= {result.floor}: "
+              + ", ".join(f"#{c.id} ({c.origin} @{c.anchor_floor})" for c in result.reverted))
+    if result.reapplied:
+        out.print(f"replayed {len(result.reapplied)} earlier-anchored commit(s): "
+                  + ", ".join(f"#{i}" for i in result.reapplied))
+    if result.dropped:
+        out.print(f"[yellow]dropped {len(result.dropped)} commit(s) that built on what was rolled back:[/] "
+                  + ", ".join(f"#{c.id}" for c in result.dropped))
+
+
+def print_injection(injection, title: str | None = None) -> None:
+    data = injection.to_dict()
+    tokens = data["tokens"]
+    out.print(f"[bold]{title or injection.query}[/]")
+    out.print(f"  {len(injection.persistent)} persistent + {len(injection.recalled)} recalled nodes, "
+              f"{tokens['total']}/{tokens['budget']} tokens ({tokens['tokenizer']}), mode {injection.mode}"
+              + (", reused" if injection.reused else ""))
+    table = Table(show_header=True, box=None, pad_edge=False)
+    for column in ("block", "node", "score", "why"):
+        table.add_column(column, overflow="fold")
+    for chosen in injection.persistent + injection.recalled:
+        if chosen.block == "persistent":
+            continue
+        table.add_row(chosen.block, f"{chosen.node.title} ({chosen.node.type})", f"{chosen.score:.2f}", chosen.reason)
+    out.print(table)
+
+
+def print_schema(schema: Schema) -> None:
+    out.print(f"[bold]{schema.name}[/] v{schema.version}: {schema.description}")
+    table = Table(show_lines=True)
+    for column in ("type", "identity", "every", "inject", "compression", "fields"):
+        table.add_column(column, overflow="fold")
+    for spec in schema.types.values():
+        inject = spec.always_inject
+        comp = spec.compression
+        table.add_row(
+            spec.name, spec.identity, str(spec.extract_every),
+            (f"yes (max {inject.max_per_type or '∞'}, within {inject.max_floor_distance or '∞'} floors)"
+             if inject.enabled else "no"),
+            (f"fan-in {comp.fan_in}, threshold {comp.threshold}, keep {comp.keep_recent_leaves}, depth {comp.max_depth}"
+             if comp.mode == "hierarchical" else "none"),
+            ", ".join(f.name + ("*" if f.required else "") for f in spec.fields),
+        )
+    out.print(table)
+    out.print("relations: " + ", ".join(r.name + (" (sym)" if r.symmetric else "") for r in schema.relations))

@@ -1,0 +1,353 @@
+"""The `curator` command line: the library, one command per operation, `--json` everywhere."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from curator.schemas import SchemaError, dump_schema, load_schema, preset_names
+
+from curator.cli import console
+from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, state
+from curator.errors import CuratorError
+from curator.store.exchange import dumps
+from curator.paths import example_file
+from curator.service.memory import Memory
+
+schema_app = typer.Typer(no_args_is_help=True, help="List, show and validate schemas.")
+app.add_typer(schema_app, name="schema")
+vectors_app = typer.Typer(no_args_is_help=True, help="The vector index: rebuild and status.")
+app.add_typer(vectors_app, name="vectors")
+
+
+@app.command()
+@reported
+def init(
+    chat: Annotated[str | None, typer.Option("--chat", "-c", help="Also create this chat.")] = None,
+    schema: Annotated[str, typer.Option(help="Preset name or schema file for the new chat.")] = "default",
+    json_: JsonOpt = False,
+) -> None:
+    """Create the data directory (and optionally a chat)."""
+    with open_memory() as memory:
+        created = memory.create_chat(chat, schema).id if chat else None
+        if json_:
+            console.print_json({"data_dir": str(memory.data_dir), "chat": created})
+            return
+        console.out.print(f"data directory ready: {memory.data_dir}")
+        if created:
+            console.out.print(f"created chat [bold]{created}[/] with schema {schema}")
+
+
+@app.command()
+@reported
+def chats(json_: JsonOpt = False) -> None:
+    """List the chats in the data directory."""
+    with open_memory() as memory:
+        rows = [{"chat": c, **memory.graph(c).stats()} for c in memory.chats()]
+    if json_:
+        console.print_json(rows)
+        return
+    if not rows:
+        console.out.print("no chats yet")
+    for row in rows:
+        console.out.print(f"{row['chat']}: {row['nodes_active']} active nodes, {row['edges']} edges, "
+                          f"{row['commits']} commits")
+
+
+@app.command()
+@reported
+def show(
+    chat: ChatOpt,
+    archived: Annotated[bool, typer.Option("--archived", help="Include archived nodes.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Show a chat's memory graph."""
+    with open_memory() as memory:
+        graph = memory.graph(chat)
+        if json_:
+            console.print_json({"chat": chat, "stats": graph.stats(),
+                                "nodes": [n.to_dict() for n in graph.nodes(archived=None if archived else False)],
+                                "edges": [e.to_dict() for e in graph.edges()]})
+            return
+        console.print_graph(chat, graph, memory.chat(chat).schema, include_archived=archived)
+
+
+@app.command()
+@reported
+def export(
+    chat: ChatOpt,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="graph (memory-curator/graph) | worldinfo (SillyTavern)")] = "graph",
+) -> None:
+    """Export a chat's graph as memory-curator/graph JSON (no vectors) or as a SillyTavern World Info file."""
+    if fmt not in ("graph", "worldinfo"):
+        raise CuratorError(f"unknown export format {fmt!r}", "Use --format graph or --format worldinfo.")
+    with open_memory() as memory:
+        text = dumps(memory.export(chat) if fmt == "graph" else memory.world_info(chat))
+    if output is None:
+        sys.stdout.write(text)
+        return
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(output)  # never leave a half-written export behind
+    console.err.print(f"exported {chat} to {output}")
+
+
+@app.command("import")
+@reported
+def import_(
+    file: Annotated[Path, typer.Argument(help="A memory-curator/graph JSON file.")],
+    chat: ChatOpt,
+    mode: Annotated[str, typer.Option(help="restore | bind_latest | bind_floor")] = "restore",
+    floor: Annotated[int | None, typer.Option(help="Target floor for bind_floor.")] = None,
+    max_bytes: Annotated[int | None, typer.Option("--max-bytes", help="Largest file accepted.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Import a graph file into a chat as one commit (restore, bind_latest or bind_floor)."""
+    if mode not in ("restore", "bind_latest", "bind_floor"):
+        raise CuratorError(f"unknown import mode {mode!r}", "Use restore, bind_latest or bind_floor.")
+    with open_memory() as memory:
+        record = memory.import_(chat, file, mode=mode, floor=floor, max_bytes=max_bytes)
+        if json_:
+            console.print_json({"commit": record.id, "anchor_floor": record.anchor_floor, "ops": len(record.ops)})
+        else:
+            console.print_commit(record, "imported as")
+
+
+@app.command()
+@reported
+def rollback(
+    chat: ChatOpt,
+    floor: Annotated[int, typer.Option(help="Revert every commit anchored at this floor or later.")],
+    json_: JsonOpt = False,
+) -> None:
+    """Roll a chat's memory back to how it was before `floor`."""
+    with open_memory() as memory:
+        result = memory.rollback(chat, floor)
+    if json_:
+        console.print_json({"floor": floor, "reverted": [c.id for c in result.reverted],
+                            "reapplied": result.reapplied, "dropped": [c.id for c in result.dropped]})
+    else:
+        console.print_rollback(result)
+
+
+@schema_app.command("list")
+@reported
+def schema_list(json_: JsonOpt = False) -> None:
+    """List the bundled schema presets."""
+    names = preset_names()
+    if json_:
+        console.print_json([{"name": n, "types": list(load_schema(n).types)} for n in names])
+        return
+    for name in names:
+        console.out.print(f"{name}: {', '.join(load_schema(name).types)}")
+
+
+@schema_app.command("show")
+@reported
+def schema_show(
+    ref: Annotated[str, typer.Argument(help="Preset name or schema file.")] = "default",
+    fmt: Annotated[str, typer.Option("--format", help="table | yaml | json")] = "table",
+    json_: JsonOpt = False,
+) -> None:
+    """Show a schema's types and settings."""
+    schema = load_schema(ref)
+    if json_ or fmt == "json":
+        sys.stdout.write(dump_schema(schema, "json") + "\n")
+    elif fmt == "yaml":
+        sys.stdout.write(dump_schema(schema, "yaml"))
+    else:
+        console.print_schema(schema)
+
+
+@schema_app.command("validate")
+@reported
+def schema_validate(path: Annotated[Path, typer.Argument(help="A schema YAML/JSON file.")], json_: JsonOpt = False) -> None:
+    """Check a schema file; every problem is reported with its file, type and field."""
+    try:
+        schema = load_schema(path)
+    except SchemaError as exc:
+        if json_:
+            console.print_json({"valid": False, "issues": [vars(i) for i in exc.issues]})
+            raise typer.Exit(1) from None
+        raise
+    if json_:
+        console.print_json({"valid": True, "name": schema.name, "types": list(schema.types)})
+    else:
+        console.out.print(f"{path}: valid schema {schema.name!r} with types {', '.join(schema.types)}")
+
+
+@app.command()
+@reported
+def ingest(
+    file: Annotated[Path, typer.Argument(help="A SillyTavern .jsonl chat or a JSONL of {role, name, content}.")],
+    chat: ChatOpt,
+    schema: Annotated[str, typer.Option(help="Preset or schema file, for a new chat.")] = "default",
+    limit: Annotated[int | None, typer.Option(help="Extract at most this many steps now.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Replay a chat file floor by floor, extracting memory as a live chat would (resumable)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with open_memory() as memory, Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
+        TimeRemainingColumn(), TextColumn("{task.fields[cost]}"), console=console.err, disable=json_,
+    ) as progress:
+        task = progress.add_task(f"ingest {chat}", total=None, cost="")
+        totals = {"calls": 0, "tokens": 0}
+
+        def on_step(result, done, due):
+            totals["calls"] += result.usage.calls
+            totals["tokens"] += result.usage.input_tokens + result.usage.output_tokens
+            progress.update(task, completed=done, total=due,
+                            cost=f"floor {result.floor} · {totals['calls']} LLM calls · {totals['tokens']} tokens")
+
+        try:
+            report = memory.ingest(chat, file, schema=schema, on_step=on_step, limit=limit)
+        except KeyboardInterrupt:
+            progress.stop()
+            console.err.print("interrupted: every finished step is saved; run the same command to continue")
+            raise typer.Exit(130) from None
+    if json_:
+        console.print_json(report.to_dict())
+        return
+    data = report.to_dict()
+    if report.rolled_back_from is not None:
+        console.out.print(f"the chat changed from floor {report.rolled_back_from}: memory rolled back to before it")
+    console.out.print(f"{chat}: {data['floors']} floors, {data['steps_done']}/{data['steps_due']} extraction steps "
+                      f"in {data['seconds']:.1f}s · {data['usage']['calls']} LLM calls, "
+                      f"{data['usage']['input_tokens']}+{data['usage']['output_tokens']} tokens")
+    if report.failed:
+        raise CuratorError(f"extraction of floor {report.failed.floor} failed: {report.failed.reason}",
+                           "Nothing was committed for that floor; fix the cause and run the same command again.")
+
+
+@app.command()
+@reported
+def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
+    """LLM calls, tokens and latency spent on a chat, and its failed extraction steps."""
+    with open_memory() as memory:
+        data = memory.usage(chat)
+    if json_:
+        console.print_json(data)
+        return
+    for task, row in data["usage"].items():
+        console.out.print(f"{task}: {row['calls']} calls ({row['failed_calls']} failed), {row['input_tokens']} in + "
+                          f"{row['output_tokens']} out tokens, {row['latency_ms'] / 1000:.1f}s")
+    for step in data["failed_steps"]:
+        console.out.print(f"[yellow]failed[/] floor {step['floor']} (seq {step['seq']}): {step['reason']}")
+
+
+@app.command()
+@reported
+def recall(
+    chat: ChatOpt,
+    query: Annotated[str, typer.Option("--query", "-q", help="The user's message (or the recent turns).")],
+    mode: Annotated[str | None, typer.Option(help="hybrid (default) | rag | llm")] = None,
+    budget: Annotated[int | None, typer.Option(help="Token budget for both blocks.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Recall the memories for the next generation and show the injection."""
+    if mode not in (None, "hybrid", "rag", "llm"):
+        raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid, rag or llm.")
+    with open_memory() as memory:
+        options = {"budget_tokens": budget} if budget else {}
+        injection = memory.recall(chat, query, mode=mode, **options)
+    if json_:
+        console.print_json(injection.to_dict())
+    else:
+        console.print_injection(injection)
+
+
+@vectors_app.command("rebuild")
+@reported
+def vectors_rebuild(
+    chat: ChatOpt,
+    full: Annotated[bool, typer.Option("--full", help="Re-embed every node.")] = False,
+    floors: Annotated[str | None, typer.Option(help="Re-embed the nodes of a floor range, e.g. 10-40.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Re-embed what is missing or stale (a changed embedding profile makes it a full rebuild)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    span = _floor_range(floors) if floors else None
+    with open_memory() as memory, Progress(TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(),
+                                       TimeRemainingColumn(), console=console.err, disable=json_) as progress:
+        task = progress.add_task("embed", total=None)
+        report = memory.rebuild_vectors(chat, full=full, floors=span,
+                                        progress=lambda done, total: progress.update(task, completed=done, total=total))
+    if json_:
+        console.print_json(report.to_dict())
+        return
+    console.out.print(f"{chat}: {report.mode} sync: {report.embedded} embedded, {report.updated_metadata} updated, "
+                      f"{report.deleted} deleted, {report.unchanged} unchanged")
+    for node_id, error in report.failed.items():
+        console.out.print(f"[yellow]failed[/] {node_id}: {error}")
+
+
+@vectors_app.command("status")
+@reported
+def vectors_status(chat: ChatOpt, json_: JsonOpt = False) -> None:
+    """How much of the chat is indexed, and with which embedding profile."""
+    with open_memory() as memory:
+        memory.store.chat(chat)
+        data = memory.index.status(chat)
+    if json_:
+        console.print_json(data)
+    else:
+        console.out.print(f"{chat}: {data['indexed']}/{data['nodes']} nodes indexed with {data['profile']} "
+                          f"(configured: {data['current_profile']})")
+
+
+def _floor_range(text: str) -> tuple[int, int]:
+    try:
+        start, _, end = text.partition("-")
+        return int(start), int(end or start)
+    except ValueError:
+        raise CuratorError(f"bad floor range {text!r}", "Write it as A-B, e.g. 10-40.") from None
+
+
+@app.command()
+@reported
+def demo(json_: JsonOpt = False) -> None:
+    """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
+    target = state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
+    chat_id = "lantern-road"
+    with Memory(target) as memory:
+        if chat_id in memory.chats():
+            memory.store.delete_chat(chat_id)
+        record = memory.import_(chat_id, example_file("lantern_road.graph.json"))
+        floors = memory.load_chat_file(chat_id, example_file("lantern_road.jsonl"))
+        graph = memory.graph(chat_id)
+        if json_:
+            console.print_json({"data_dir": str(target), "chat": chat_id, "floors": floors, "commit": record.id,
+                                "stats": graph.stats()})
+            return
+        console.out.print(f"[bold]memory-curator demo[/]: the example chat ({floors} floors) and its memory, "
+                          f"in {target}\n")
+        console.print_graph(chat_id, graph, memory.chat(chat_id).schema)
+        messages = memory.store.messages(chat_id)
+        console.out.print("\n[bold]Recall[/] for a few user turns of the chat (hybrid, no LLM):")
+        for floor in DEMO_TURNS:
+            if floor < len(messages):
+                injection = memory.recall(chat_id, messages[floor].text, user_floor=floor)
+                console.print_injection(injection, title=f"floor {floor}: {messages[floor].text[:90]}")
+        console.out.print(f"\nTry: curator --data {target} recall --chat {chat_id} --query \"what does Eileen owe\"")
+
+
+DEMO_TURNS = (20, 38, 46)
+
+
+def main() -> None:
+    app()
+
+
+# The other command modules register their commands on `app` when imported (after it is complete).
+from curator.cli import curate as cli_curate, maintain as cli_maintain, serve as cli_serve  # noqa: F401
+
+if __name__ == "__main__":
+    main()

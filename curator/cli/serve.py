@@ -1,0 +1,128 @@
+"""CLI commands of the service and of history safety: `curator serve`, `curator mcp`, `curator sync`,
+`curator rebuild`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from curator.cli import console
+from curator.extract.chatfile import read_chat
+from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported
+from curator.errors import CuratorError
+
+
+@app.command()
+@reported
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind; anything but loopback needs a token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8787,
+    token: Annotated[str | None, typer.Option(envvar="CURATOR_TOKEN", help="Bearer token clients must send.")] = None,
+    upstream: Annotated[str | None, typer.Option(envvar="CURATOR_UPSTREAM",
+                                                 help="The proxy's real model: an OpenAI-compatible base URL.")] = None,
+    upstream_key_env: Annotated[str | None, typer.Option(help="Variable holding the upstream's API key "
+                                                              "(default: pass the client's own key on).")] = None,
+    max_body_mb: Annotated[float, typer.Option(help="Largest request body, in MB.")] = 8.0,
+    rate: Annotated[int, typer.Option(help="Requests per minute per client address (0 = no limit).")] = 0,
+    workers: Annotated[int, typer.Option(help="Threads running jobs (chats in parallel).")] = 4,
+) -> None:
+    """Run the HTTP service (API under /api/v1, docs at /docs) and the OpenAI-compatible proxy (/v1)."""
+    import uvicorn
+
+    from curator.service.server import ServiceConfig, create_app
+    from curator.service.server.security import Limits, check_bind
+
+    check_bind(host, token)
+    memory = open_memory()
+    config = ServiceConfig(token=token, limits=Limits(max_body_bytes=int(max_body_mb * 1024 * 1024),
+                                                      rate_per_minute=rate),
+                           workers=workers, upstream=upstream, upstream_key_env=upstream_key_env)
+    app_ = create_app(memory, config)
+    console.err.print(f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; "
+                      f"token {'required' if token else 'off, loopback only'}; "
+                      f"proxy upstream: {upstream or 'none'})")
+    try:
+        uvicorn.run(app_, host=host, port=port, log_level="warning")
+    finally:
+        memory.close()
+
+
+@app.command()
+@reported
+def mcp(
+    allow_writes: Annotated[bool, typer.Option("--allow-writes", help="Also expose node create/edit/delete.")] = False,
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP on loopback instead of stdio.")] = False,
+    port: Annotated[int, typer.Option(help="Port for --http.")] = 8788,
+) -> None:
+    """Run the MCP server: read-only graph tools and recall (write tools only with --allow-writes)."""
+    from curator.service.mcp_server import build_mcp
+
+    with open_memory() as memory:
+        server = build_mcp(memory, allow_writes=allow_writes)
+        if http:
+            server.run("streamable-http", host="127.0.0.1", port=port)
+        else:
+            server.run("stdio")
+
+
+@app.command()
+@reported
+def sync(
+    file: Annotated[Path, typer.Argument(help="The chat as it is now: SillyTavern .jsonl or plain JSONL.")],
+    chat: ChatOpt,
+    start: Annotated[int, typer.Option(help="The file holds the chat's floors from this one on (a tail).")] = 0,
+    extract: Annotated[bool, typer.Option("--extract/--no-extract", help="Extract what is due afterwards.")] = True,
+    json_: JsonOpt = False,
+) -> None:
+    """Follow an edited chat: roll memory back from the first changed floor, then re-extract from there."""
+    messages = read_chat(file).messages
+    with open_memory() as memory:
+        report = memory.sync(chat, messages, start=start)
+        results = memory.extract_due(chat) if extract and report.due else []
+        data = {**report.to_dict(), "extracted": [r.to_dict() for r in results],
+                "still_due": [f for f in report.due if f not in {r.floor for r in results if r.ok}]}
+    if json_:
+        console.print_json(data)
+    else:
+        if report.rebuilt:
+            console.err.print(f"[bold yellow]memory was rebuilt:[/] {report.rebuild_reason}")
+        elif report.dirty_floor is not None:
+            console.out.print(f"{chat}: floor {report.dirty_floor} {report.reason}: {len(report.reverted)} commits "
+                              f"rolled back ({report.shelved} shelved), {len(report.restored)} restored from the "
+                              "swipe shelf")
+        else:
+            console.out.print(f"{chat}: no change below the new floors")
+        calls = sum(r.usage.calls for r in results)
+        console.out.print(f"extracted {sum(r.ok for r in results)} steps ({calls} LLM calls); "
+                          f"{len(data['still_due'])} still due")
+    failed = next((r for r in results if not r.ok), None)
+    if failed:
+        raise CuratorError(f"extraction of floor {failed.floor} failed: {failed.reason}",
+                           "Nothing was committed for that floor; run `curator sync` again to retry.")
+
+
+@app.command()
+@reported
+def rebuild(
+    chat: ChatOpt,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Clear the chat's memory and extract every floor again (costs one extraction per due step)."""
+    if not yes and not json_ and os.isatty(0):
+        typer.confirm(f"Clear all memory of chat {chat!r} and extract it again?", abort=True)
+    with open_memory() as memory:
+        memory.chat(chat)
+        result = memory.rebuild(chat)
+    if json_:
+        console.print_json(result)
+        return
+    console.out.print(f"{chat}: {result['commits_removed']} commits cleared, {result['steps_done']} steps extracted "
+                      f"({result['usage']['calls']} LLM calls, "
+                      f"{result['usage']['input_tokens']}+{result['usage']['output_tokens']} tokens)")
+    if result["failed"]:
+        raise CuratorError(f"extraction of floor {result['failed']['floor']} failed: {result['failed']['reason']}",
+                           "Run `curator sync` on the chat file, or `curator rebuild` again, to continue.")

@@ -1,0 +1,254 @@
+"""The built-in extractor: one structured LLM call per due step turns the newest reply into ops, committed as
+one commit anchored at the reply's floor. Invalid answers go back to the model with the errors, within a
+bound; a step that still fails commits nothing and is logged with its reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic_ai import Agent, ModelRetry, PromptedOutput, RunContext, ToolOutput
+from pydantic_ai.models import Model
+
+from curator.prompts import render
+from curator.schemas import Schema
+
+from curator.errors import CuratorError, OpError
+from curator.extract.output_model import output_model
+from curator.extract.plan import PlanError, plan_ops
+from curator.llm.models import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
+from curator.store.messages import Message
+from curator.store.queries import GraphView
+from curator.settings import Settings
+from curator.store.store import CommitRecord, Store, utc_now
+from curator.llm.usage import log_calls
+
+
+@dataclass
+class ExtractionResult:
+    """What one extraction step did and cost."""
+
+    chat_id: str
+    floor: int
+    seq: int
+    active_types: list[str]
+    ok: bool
+    commit: CommitRecord | None = None
+    reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    maintenance: list = field(default_factory=list)  # reports of the scheduled maintenance after this step
+
+    def to_dict(self) -> dict:
+        return {"chat": self.chat_id, "floor": self.floor, "seq": self.seq, "active_types": self.active_types,
+                "ok": self.ok, "commit": self.commit.id if self.commit else None,
+                "ops": len(self.commit.ops) if self.commit else 0, "reason": self.reason, "usage": self.usage.to_dict(),
+                **({"maintenance": [m.to_dict() for m in self.maintenance]} if self.maintenance else {})}
+
+
+def assistant_floors(messages: list[Message]) -> list[int]:
+    """Floors of the assistant replies that count: seq N is the N-th of them (1-based)."""
+    return [i for i, m in enumerate(messages) if m.role == "assistant" and m.text.strip()]
+
+
+def last_extracted_floor(store: Store, chat_id: str, origin: str = "extract") -> int:
+    """The processed-floor pointer: the newest floor an extraction commit (with the `curator` channel: a curator
+    commit) is anchored at (-1 if none). It lives in the commit log, so a rollback moves it back by itself."""
+    row = store.conn.execute("SELECT MAX(anchor_floor) FROM commits WHERE chat_id=? AND origin=?",
+                             (chat_id, origin)).fetchone()
+    return -1 if row[0] is None else row[0]
+
+
+def due_floors(store: Store, chat_id: str, settings: Settings) -> list[tuple[int, int]]:
+    """(floor, seq) of the replies still to extract, every `extract_every` replies."""
+    extraction = settings.for_chat(store.chat(chat_id).settings).extraction
+    every = extraction.extract_every
+    pointer = last_extracted_floor(store, chat_id, "curate" if extraction.channel == "curator" else "extract")
+    floors = assistant_floors(store.messages(chat_id))
+    return [(f, seq) for seq, f in enumerate(floors, start=1) if f > pointer and seq % every == 0]
+
+
+class Extractor:
+    """Extraction for the chats of one store. `model` replaces the configured one (tests, scripted runs)."""
+
+    def __init__(self, store: Store, settings: Settings, model: Model | None = None):
+        self.store, self.settings = store, settings
+        self._model = model
+        self._limiter: RateLimiter | None = None
+        self._agents: dict[tuple, tuple[Schema, Agent]] = {}
+
+    def _base_model(self) -> Model:
+        if self._model is None:
+            profile = self.settings.profile_for("extract")
+            self._model = build_model(profile)
+            self._limiter = RateLimiter(profile.rpm)
+        return self._model
+
+    async def extract(self, chat_id: str, floor: int, messages: list[Message] | None = None) -> ExtractionResult:
+        """Extract the reply at `floor` (and any replies since the last extraction, as one step). `messages`
+        saves reading the chat again when the caller has it (they must be the stored messages)."""
+        chat = self.store.chat(chat_id)
+        settings = self.settings.for_chat(chat.settings)
+        messages = messages if messages is not None else self.store.messages(chat_id)
+        floors = assistant_floors(messages)
+        if floor not in floors:
+            raise CuratorError(f"floor {floor} of chat {chat_id!r} is not an assistant reply with text")
+        seq = floors.index(floor) + 1
+        pointer = last_extracted_floor(self.store, chat_id)
+        if floor <= pointer:
+            raise CuratorError(f"floor {floor} is already extracted (the chat is extracted up to floor {pointer})",
+                               f"Roll back to floor {floor} first to extract it again.")
+        focus = [f for f in floors if pointer < f <= floor]
+        active = [name for name, spec in chat.schema.types.items() if seq % spec.extract_every == 0]
+        trace = LLMTrace()
+        result = ExtractionResult(chat_id, floor, seq, active, ok=False)
+        try:
+            ops = await self._run(chat_id, chat.schema, settings, messages, focus, active, trace)
+            result.commit = self.store.commit(chat_id, ops, floor, "extract", note=f"seq {seq}")
+            result.ok = True
+        except (CuratorError, OpError) as exc:
+            result.reason = str(exc)
+        except Exception as exc:  # noqa: BLE001 - model/HTTP failures of any kind: recorded, nothing committed
+            result.reason = failure_reason(exc)
+        result.usage = trace.usage()
+        log_calls(self.store, chat_id, trace.records)
+        _log_step(self.store, result)
+        return result
+
+    async def _run(self, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
+                   focus: list[int], active: list[str], trace: LLMTrace) -> list[dict]:
+        model = MeteredModel(self._base_model(), "extract", trace, self._limiter)
+        deps = StepDeps(schema, self.store.graph(chat_id), active, anchor=focus[-1], focus_from=focus[0])
+        prompt = user_prompt(self.store, chat_id, schema, settings, messages, focus, active)
+        await self._agent(schema, active, settings).run(prompt, model=model, deps=deps)
+        return deps.planned[-1]
+
+    def _agent(self, schema: Schema, active: list[str], settings: Settings) -> Agent[StepDeps, object]:
+        """One agent per schema, active types and settings: building the output model and the agent costs
+        more than the rest of a step, and they do not change between steps with the same cadence."""
+        profile = self.settings.profiles.get(self.settings.tasks.get("extract", "default"))
+        key = (id(schema), tuple(active), system_prompt(settings), settings.extraction.output_retries,
+               profile.model_dump_json() if profile else None)
+        cached = self._agents.get(key)
+        if cached is not None and cached[0] is schema:
+            return cached[1]
+        answer_type = output_model(schema, active)
+        output = (PromptedOutput(answer_type, name="record_memory") if profile and profile.output_mode == "json"
+                  else ToolOutput(answer_type, name="record_memory", description="Record the memory of this step."))
+        agent = Agent(None, output_type=output, deps_type=StepDeps, system_prompt=system_prompt(settings),
+                      retries={"output": settings.extraction.output_retries},
+                      model_settings=model_settings(profile) if profile else None)
+        agent.output_validator(_plan_answer)
+        self._agents[key] = (schema, agent)  # keeps `schema` alive, so its id is not reused
+        return agent
+
+
+@dataclass
+class StepDeps:
+    """What one extraction step's output validator needs; passed to the agent run as typed deps."""
+
+    schema: Schema
+    graph: GraphView
+    active: list[str]
+    anchor: int
+    focus_from: int
+    planned: list[list[dict]] = field(default_factory=list)
+
+
+def _plan_answer(ctx: RunContext[StepDeps], answer):
+    """Turn the answer into ops; an answer that cannot be (a link to an unknown name) goes back to the model."""
+    deps = ctx.deps
+    try:
+        ops = plan_ops(deps.schema, deps.graph, answer, deps.active, anchor=deps.anchor, focus_from=deps.focus_from)
+    except PlanError as exc:
+        raise ModelRetry(str(exc)) from None
+    deps.planned.append(ops)
+    return answer
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failure in one line: the error and what caused it (e.g. the last validation error)."""
+    parts, seen = [], set()
+    while exc is not None and id(exc) not in seen and len(parts) < 3:
+        seen.add(id(exc))
+        parts.append(f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+        exc = exc.__cause__ or exc.__context__
+    return " <- ".join(parts)[:1000]
+
+
+def system_prompt(settings: Settings) -> str:
+    """Byte-stable for a chat's settings, so providers can cache it; everything per-step goes in the user prompt."""
+    language = settings.extraction.language
+    rule = ("use the language the chat is written in" if language == "auto"
+            else f"write in {language}, whatever the chat's language")
+    return render("extract_system", language_rule=rule)
+
+
+def user_prompt(store: Store, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
+                focus: list[int], active: list[str]) -> str:
+    return render(
+        "extract_user",
+        active_types="\n\n".join(_describe_type(schema, name) for name in active) or "(none this step)",
+        relations="\n".join(f"- {r.name}{' (either direction)' if r.symmetric else ''}: {r.description}"
+                            for r in schema.relations if not r.internal),
+        known_entities=_known_entities(store, chat_id, schema, settings.extraction.max_known_entities),
+        context=_format(messages, _context_floors(messages, focus[0], settings.extraction.context_turns)) or "(none)",
+        floor=focus[-1] if len(focus) == 1 else f"{focus[0]}-{focus[-1]}",
+        focus=_format(messages, range(focus[0], focus[-1] + 1)),
+    )
+
+
+_POLICY = {
+    "event": "event: write new ones for what happened in the newest reply",
+    "entity": "entity: matched by name or alias; give the name and only the fields that are new or changed",
+    "latest_only": "latest state: give the name and the whole current state; it replaces the old one",
+}
+
+
+def _describe_type(schema: Schema, name: str) -> str:
+    spec = schema.types[name]
+    lines = [f"### {name} ({_POLICY[spec.identity]})"]
+    if spec.description:
+        lines.append(spec.description)
+    for f in spec.fields:
+        required = f.required or f.name in spec.primary_key
+        lines.append(f"- {f.name}{' (required)' if required else ''}{': ' + f.hint if f.hint else ''}")
+    if spec.extraction_instructions:
+        lines.append(f"Rules: {spec.extraction_instructions}")
+    return "\n".join(lines)
+
+
+def _known_entities(store: Store, chat_id: str, schema: Schema, limit: int) -> str:
+    graph = store.graph(chat_id)
+    rows = []
+    for name, spec in schema.types.items():
+        if spec.identity == "event":
+            continue
+        for node in graph.nodes(type=name):
+            aliases = ", ".join(v for f in spec.alias_fields if (v := node.fields.get(f)))
+            rows.append((node.floor_to, f"- {node.title} [{name}]" + (f" (aliases: {aliases})" if aliases else "")))
+    rows.sort(key=lambda r: r[0], reverse=True)
+    return "\n".join(text for _, text in rows[:limit]) or "(none yet)"
+
+
+def _context_floors(messages: list[Message], focus_start: int, turns: int) -> range:
+    """The floors before the focus: the turn's own user message and `turns` earlier turns."""
+    start, users = focus_start, 0
+    while start > 0 and users < turns + 1:
+        start -= 1
+        users += messages[start].role == "user"
+    return range(start, focus_start)
+
+
+def _format(messages: list[Message], floors) -> str:
+    return "\n\n".join(f"[floor {f}] {messages[f].name or messages[f].role} ({messages[f].role}): {messages[f].text}"
+                       for f in floors)
+
+
+def _log_step(store: Store, result: ExtractionResult) -> None:
+    usage = result.usage
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO extraction_log (chat_id, floor, seq, ok, reason, commit_id, active_types, calls, "
+            "input_tokens, output_tokens, latency_ms, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (result.chat_id, result.floor, result.seq, int(result.ok), result.reason,
+             result.commit.id if result.commit else None, ",".join(result.active_types), usage.calls,
+             usage.input_tokens, usage.output_tokens, usage.latency_ms, utc_now()))

@@ -1,0 +1,114 @@
+"""Ingestion: replay a chat file floor by floor, extracting as a live chat would.
+
+Each step is its own commit, so an interrupted run loses at most the step in flight, and running the same
+command again continues after the last extracted floor. If the file differs from what was ingested before,
+memory is first rolled back to the first floor that changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic_ai.models import Model
+
+from curator.schemas import Schema, load_schema
+
+from curator.extract.chatfile import read_chat
+from curator.extract.extractor import ExtractionResult, Extractor, due_floors
+from curator.llm.models import Usage
+from curator.store.messages import Message
+from curator.settings import Settings
+from curator.store.store import Store
+
+
+@dataclass
+class IngestReport:
+    chat_id: str
+    floors: int
+    steps_due: int
+    results: list[ExtractionResult] = field(default_factory=list)
+    curated: list = field(default_factory=list)  # CurateResult of each curator run (channel curator or both)
+    rolled_back_from: int | None = None
+    seconds: float = 0.0
+    maintenance: list = field(default_factory=list)  # reports of the maintenance run after the steps
+
+    @property
+    def failed(self) -> ExtractionResult | None:
+        return next((r for r in (*self.results, *self.curated) if not r.ok), None)
+
+    def usage(self) -> Usage:
+        total = Usage()
+        for r in (*self.results, *self.curated):
+            total.merge(r.usage)
+        for m in self.maintenance:
+            total.merge(m.usage)
+        return total
+
+    def to_dict(self) -> dict:
+        failed = self.failed
+        return {"chat": self.chat_id, "floors": self.floors, "steps_due": self.steps_due,
+                # a step is an extraction, or a curator run when the curator is the only channel
+                "steps_done": sum(r.ok for r in (self.results or self.curated)),
+                "curated": sum(r.ok for r in self.curated),
+                "rolled_back_from": self.rolled_back_from,
+                "failed": failed.to_dict() if failed else None, "usage": self.usage().to_dict(),
+                "seconds": round(self.seconds, 3),
+                "maintenance": [m.to_dict() for m in self.maintenance if not m.skipped or m.error]}
+
+
+def first_changed_floor(stored: list[Message], incoming: list[Message]) -> int | None:
+    """The first floor whose role, name, text or active swipe differs, or where one chat ends early."""
+    for floor, (old, new) in enumerate(zip(stored, incoming)):
+        if old.hash != new.hash:
+            return floor
+    if len(incoming) < len(stored):
+        return len(incoming)
+    return None
+
+
+async def ingest(store: Store, chat_id: str, path: str | Path, settings: Settings, *,
+                 schema: Schema | str = "default", model: Model | None = None,
+                 on_step: Callable[[ExtractionResult, int, int], None] | None = None,
+                 limit: int | None = None, curate_model: Model | None = None,
+                 after_step: Callable[[ExtractionResult], Awaitable[list]] | None = None) -> IngestReport:
+    """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new).
+    `after_step` runs after each successful extraction step (scheduled maintenance) and returns its reports."""
+    started = time.perf_counter()
+    messages = read_chat(path).messages
+    if not store.has_chat(chat_id):
+        store.create_chat(chat_id, schema if isinstance(schema, Schema) else load_schema(schema))
+    changed = first_changed_floor(store.messages(chat_id), messages)
+    if changed is not None:
+        result = store.rollback(chat_id, changed)
+        rolled_back = changed if result.reverted else None
+    else:
+        rolled_back = None
+    store.set_messages(chat_id, messages)
+    due = due_floors(store, chat_id, settings)
+    report = IngestReport(chat_id, len(messages), len(due), rolled_back_from=rolled_back)
+    now = due if limit is None else due[:limit]
+    extractor = Extractor(store, settings, model=model)
+    channel = settings.for_chat(store.chat(chat_id).settings).extraction.channel
+    curator = None
+    if channel != "extractor":  # the curator writes too (`both`: after the extractor, seeing what it wrote)
+        from curator.extract.curator_agent import Curator
+
+        curator = Curator(store, settings, model=curate_model)
+    for done, (floor, _seq) in enumerate(now, start=1):
+        if channel != "curator":
+            result = await extractor.extract(chat_id, floor, messages)
+            report.results.append(result)
+            if after_step and result.ok:
+                report.maintenance += await after_step(result)
+        if curator is not None and (channel == "curator" or result.ok):
+            result = await curator.curate(chat_id, floor)
+            report.curated.append(result)
+        if on_step:
+            on_step(result, done, len(now))
+        if not result.ok:
+            break  # the pointer stays before this floor; a rerun retries it
+    report.seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,236 @@
+"""LLM access: models built from profiles, with retries in one layer (tenacity, in the HTTP transport, honouring
+Retry-After; the SDK's own retries are off), a requests-per-minute limit, and a record of every call."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import httpx2
+from pydantic_ai.models import Model
+from pydantic_ai.models.wrapper import WrapperModel
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
+
+from curator.settings import ModelProfile
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass
+class CallRecord:
+    """One model request: what it cost and how long it took."""
+
+    task: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    ok: bool = True
+    error: str | None = None
+
+
+@dataclass
+class Usage:
+    """Totals over some calls."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    failed_calls: int = 0
+
+    def add(self, record: CallRecord) -> None:
+        self.calls += 1
+        self.input_tokens += record.input_tokens
+        self.output_tokens += record.output_tokens
+        self.latency_ms += record.latency_ms
+        self.failed_calls += 0 if record.ok else 1
+
+    def merge(self, other: Usage) -> Usage:
+        """Add another total into this one (returns self)."""
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.latency_ms += other.latency_ms
+        self.failed_calls += other.failed_calls
+        return self
+
+    def to_dict(self) -> dict:
+        return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "latency_ms": round(self.latency_ms, 1), "failed_calls": self.failed_calls}
+
+
+# ---- retries: one layer, in the HTTP transport ------------------------------------------------------------
+def retry_after_seconds(headers: httpx2.Headers) -> float | None:
+    """The server's requested wait, from `retry-after-ms` or `Retry-After` (seconds or an HTTP date)."""
+    if value := headers.get("retry-after-ms"):
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+class RetryingTransport(httpx2.AsyncBaseTransport):
+    """Retries 408/409/429/5xx answers and timeouts/network errors with tenacity, waiting what Retry-After asks
+    (capped) or backing off exponentially, within a number of attempts and a total time. When retries run out
+    on an error answer, that answer is returned, so the SDK reports the real status and body."""
+
+    def __init__(self, max_attempts: int = 4, max_total_seconds: float = 180.0, max_wait: float = 60.0,
+                 wrapped: httpx2.AsyncBaseTransport | None = None, sleep: Sleep = asyncio.sleep):
+        self.wrapped = wrapped or httpx2.AsyncHTTPTransport()
+        self.max_attempts, self.max_total_seconds, self.max_wait = max_attempts, max_total_seconds, max_wait
+        self.sleep = sleep
+        self._backoff = wait_exponential(multiplier=0.5, min=0.5, max=max_wait)
+
+    def _wait(self, state) -> float:
+        outcome = state.outcome
+        if outcome is not None and not outcome.failed:
+            asked = retry_after_seconds(outcome.result().headers)
+            if asked is not None:
+                return min(asked, self.max_wait)
+        return self._backoff(state)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        async def close_before_retry(state) -> None:
+            if state.outcome is not None and not state.outcome.failed:
+                response = state.outcome.result()
+                await response.aread()
+                await response.aclose()
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type((httpx2.TimeoutException, httpx2.NetworkError))
+            | retry_if_result(lambda r: r.status_code in RETRY_STATUSES),
+            wait=self._wait,
+            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_total_seconds),
+            sleep=self.sleep,
+            before_sleep=close_before_retry,
+            retry_error_callback=lambda state: state.outcome.result(),  # out of retries: hand back the last answer
+            reraise=True,
+        )
+        return await retrying(self.wrapped.handle_async_request, request)
+
+    async def aclose(self) -> None:
+        await self.wrapped.aclose()
+
+
+# ---- the model ------------------------------------------------------------------------------------------
+class RateLimiter:
+    """At most `rpm` requests per minute (0 = unlimited), spaced evenly."""
+
+    def __init__(self, rpm: int, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
+        self.interval = 60.0 / rpm if rpm > 0 else 0.0
+        self.clock, self.sleep = clock, sleep
+        self._next = 0.0
+        self._lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        if not self.interval:
+            return
+        async with self._lock:
+            now = self.clock()
+            if self._next > now:
+                await self.sleep(self._next - now)
+            self._next = max(now, self._next) + self.interval
+
+
+class MeteredModel(WrapperModel):
+    """Wraps a model: waits for the rate limiter, then times and records every request, failed or not."""
+
+    def __init__(self, wrapped: Model, task: str, sink: Callable[[CallRecord], None],
+                 limiter: RateLimiter | None = None):
+        super().__init__(wrapped)
+        self.task, self.sink, self.limiter = task, sink, limiter or RateLimiter(0)
+
+    async def request(self, messages, model_settings, model_request_parameters):
+        await self.limiter.wait()
+        started = time.perf_counter()
+        try:
+            response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+        except Exception as exc:
+            self.sink(CallRecord(self.task, self.wrapped.model_name, latency_ms=_ms(started), ok=False,
+                                 error=f"{type(exc).__name__}: {exc}"[:500]))
+            raise
+        usage = response.usage
+        self.sink(CallRecord(self.task, self.wrapped.model_name, usage.input_tokens or 0, usage.output_tokens or 0,
+                             _ms(started)))
+        return response
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000
+
+
+def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | None = None,
+                sleep: Sleep = asyncio.sleep) -> Model:
+    """The pydantic-ai model for a profile. Only the transport retries; the SDK's own retries are off."""
+    if profile.provider == "cohere":
+        from pydantic_ai.models.cohere import CohereModel
+        from pydantic_ai.providers.cohere import CohereProvider
+
+        # The Cohere SDK speaks httpx (not httpx2) and keeps its own retry layer; ours stays out of its way.
+        if profile.base_url:
+            from cohere import AsyncClientV2
+
+            client = AsyncClientV2(api_key=profile.api_key(), base_url=profile.base_url, timeout=profile.timeout)
+            return CohereModel(profile.model, provider=CohereProvider(cohere_client=client))
+        return CohereModel(profile.model, provider=CohereProvider(api_key=profile.api_key()))
+
+    from openai import AsyncOpenAI
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    retrying = RetryingTransport(profile.max_attempts, profile.max_total_seconds, wrapped=transport, sleep=sleep)
+    http_client = httpx2.AsyncClient(transport=retrying, timeout=profile.timeout)
+    client = AsyncOpenAI(base_url=profile.base_url, api_key=profile.api_key(), max_retries=0,
+                         timeout=profile.timeout, http_client=http_client)
+    return OpenAIChatModel(profile.model, provider=OpenAIProvider(openai_client=client))
+
+
+def model_settings(profile: ModelProfile) -> dict:
+    settings: dict = {}  # the per-request timeout lives in the client the profile builds
+    if profile.temperature is not None:
+        settings["temperature"] = profile.temperature
+    if profile.max_tokens is not None:
+        settings["max_tokens"] = profile.max_tokens
+    return settings
+
+
+@dataclass
+class LLMTrace:
+    """Collects the call records of one operation."""
+
+    records: list[CallRecord] = field(default_factory=list)
+
+    def __call__(self, record: CallRecord) -> None:
+        self.records.append(record)
+
+    def usage(self) -> Usage:
+        total = Usage()
+        for record in self.records:
+            total.add(record)
+        return total

@@ -1,0 +1,281 @@
+"""Recall: choose the memories for the next generation and pack them into an injection.
+
+- `hybrid` (default, no LLM): BM25 over node text (CJK-aware) and the vector index, fused by normalized scores,
+  each event also scored by its source messages; then the steps of `curator/scoring.py` (dates, mentions,
+  context, diversity) and a one-hop graph expansion (an event brings its people and places; a person or place
+  its latest event).
+- `rag`: optional LLM query rewrite -> vector top-K -> optional cross-encoder rerank -> the best `max_results`.
+
+The pool leaves out archived nodes and always-inject types (they are injected anyway), and, by setting, what the
+last N floors made. A compressed type shows its highest active summary; a leaf folded into it comes back only when
+it matches the query better than the summary does (the query needs its detail).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import time
+from collections import OrderedDict
+
+from curator.schemas import Schema
+
+from curator.dates import day_of
+from curator.vectors.documents import node_document, source_document
+from curator.store.graph import Node, normalize_name
+from curator.recall.injection import Chosen, Injection, pack, persistent_nodes, rank_persistent
+from curator.recall.lexical import BM25
+from curator.llm.models import Usage
+from curator.store.queries import GraphView
+from curator.recall.rerank import rerank
+from curator.recall.scoring import (
+    SOURCE_WEIGHT,
+    Pool,
+    add_scores,
+    date_bonus,
+    diversify,
+    expand,
+    fuse,
+    lift_leaves,
+    mention_boost,
+    propagate,
+    strip_names,
+    top_ancestor,
+)
+from curator.settings import RecallSettings, Settings
+from curator.store.store import Store, utc_now
+from curator.vectors.index import VectorIndex
+
+DENSE_POOL = 200  # vector candidates scored per query
+LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
+
+
+class Recaller:
+    """Recall for the chats of one store. Keeps small caches keyed by graph version, so a swipe or regenerate of
+    the same floor gets the same injection again with no embedding or LLM call."""
+
+    def __init__(self, store: Store, settings: Settings, index: VectorIndex | None, model=None):
+        self.store, self.settings, self.index = store, settings, index
+        self.model = model  # replaces the `recall` profile's model for LLM stages (tests, scripted runs)
+        self._lexical: OrderedDict[tuple, object] = OrderedDict()  # BM25 indexes and link maps per graph version
+        self._results: OrderedDict[tuple, Injection] = OrderedDict()
+        self._synced: dict[str, int] = {}
+        self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
+
+    def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
+               options: RecallSettings | None = None) -> Injection:
+        opts = options or self.settings.recall
+        mode = mode or opts.mode
+        version = self.store.graph_version(chat_id)
+        key = (chat_id, user_floor, hashlib.sha256(query.encode()).hexdigest(), version, mode, opts.model_dump_json())
+        if user_floor is not None and key in self._results:
+            cached = self._results[key]
+            self._results.move_to_end(key)
+            return Injection(**{**cached.__dict__, "reused": True, "usage": Usage()})
+        started = time.perf_counter()
+        chat = self.store.chat(chat_id)
+        graph = self.store.graph(chat_id)
+        latest = self._latest_floor(chat_id)
+        pool_key = (chat_id, version, latest, opts.exclude_recent_floors)
+        if pool_key not in self._pools:
+            kept, _over_caps = persistent_nodes(graph, chat.schema, latest)  # those over the caps stay in the pool
+            self._pools[pool_key] = (rank_persistent(kept), self._pool(graph, chat.schema, kept, latest, opts))
+            while len(self._pools) > 128:
+                self._pools.popitem(last=False)
+        kept, pool = self._pools[pool_key]
+        injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
+                              placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
+        self._ensure_synced(chat_id, version)
+        if mode == "rag":
+            chosen = self._rag(chat_id, query, pool, opts, injection)
+        elif mode == "llm":  # the model picks over a few rounds; falls back to hybrid on any failure
+            from curator.recall.llm_recall import llm_recall
+
+            chosen = llm_recall(self, chat_id, version, graph, query, pool, opts, injection)
+        else:
+            chosen = self._hybrid(chat_id, version, graph, query, pool, opts)
+            if opts.llm_rerank and chosen:
+                from curator.recall.llm_rerank import llm_rerank
+
+                chosen = llm_rerank(self.settings, query, chosen, pool.documents, injection.usage,
+                                    self.model) or chosen
+        pack(injection, chat.schema, kept, chosen)
+        self._touch(chat_id, [c.node.id for c in injection.recalled])
+        injection.usage.latency_ms += (time.perf_counter() - started) * 1000
+        if user_floor is not None:
+            self._results[key] = injection
+            while len(self._results) > 256:
+                self._results.popitem(last=False)
+        return injection
+
+    def forget_floors(self, chat_id: str, floor: int) -> int:
+        """Drop results cached for user floors >= `floor` of a chat (history sync rolled them back)."""
+        stale = [k for k in self._results if k[0] == chat_id and k[1] is not None and k[1] >= floor]
+        for key in stale:
+            del self._results[key]
+        return len(stale)
+
+    # ---- the pool -----------------------------------------------------------------------------
+    def _latest_floor(self, chat_id: str) -> int:
+        row = self.store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()
+        if row[0] is not None:
+            return row[0]
+        row = self.store.conn.execute("SELECT MAX(floor_to) FROM nodes WHERE chat_id=?", (chat_id,)).fetchone()
+        return row[0] or 0
+
+    def _pool(self, graph: GraphView, schema: Schema, persistent: list[Node], latest: int,
+              opts: RecallSettings) -> Pool:
+        injected = {n.id for n in persistent}
+        horizon = latest - opts.exclude_recent_floors if opts.exclude_recent_floors else None
+        everything = {n.id: n for n in graph.nodes(archived=None)}
+        nodes = {i: n for i, n in everything.items() if not n.archived and i not in injected
+                 and (horizon is None or n.floor_to <= horizon)}
+        leaves = {}
+        for node_id, node in everything.items():
+            if node.archived and node.parent and (horizon is None or node.floor_to <= horizon):
+                top = top_ancestor(node, everything)
+                if top is not None and (top.id in nodes or top.id in injected):
+                    leaves[node_id] = top.id
+        documents = {i: node_document(everything[i], schema) for i in (*nodes, *leaves, *injected)}
+        events = {name for name, spec in schema.types.items() if spec.identity == "event"}
+        days = {i: day for i in documents if (day := day_of(everything[i].story_time.get("label")))}
+        scenes = {i: label for i in documents
+                  if everything[i].type in events and (label := (everything[i].story_time.get("label") or "").strip())}
+        return Pool(nodes, leaves, {i: everything[i] for i in leaves}, documents, events, injected, days, scenes)
+
+    # ---- hybrid -------------------------------------------------------------------------------
+    def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
+                opts: RecallSettings) -> list[Chosen]:
+        # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
+        source_query = strip_names(query, self._speakers(chat_id)) or query
+        lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, query, source_query, pool)
+        dense, source_dense = self._dense_scores(chat_id, query, max(opts.top_k, DENSE_POOL), source_query)
+        allowed = set(pool.documents)
+        fused = fuse(dense, lexical, allowed)
+        by_source = fuse(source_dense, source_lexical, allowed & sourced) if SOURCE_WEIGHT else {}
+        fused = add_scores(fused, by_source, SOURCE_WEIGHT, sourced)
+        fused = date_bonus(fused, query, pool)
+        context, adjacent = self._links(chat_id, version, graph, pool)
+        fused = mention_boost(fused, self._mentioned(chat_id, query), adjacent, pool)
+        fused = propagate(fused, context, pool)
+        limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
+        fused = diversify(fused, by_source, pool, limit)
+        chosen = lift_leaves(fused, pool, limit, lexical, dense)
+        if opts.expand and not opts.llm_rerank:
+            chosen = expand(graph, chosen, pool, opts.max_results)
+        return chosen
+
+    def _lexical_scores(self, chat_id: str, version: int, graph: GraphView, query: str, source_query: str,
+                        pool: Pool) -> tuple[dict[str, float], dict[str, float], set[str]]:
+        """BM25 over node text, and over events' source messages (cached per graph and message version)."""
+        key = (chat_id, version, self._messages_stamp(chat_id))
+        if key not in self._lexical:
+            schema = self.store.chat(chat_id).schema
+            nodes = graph.nodes(archived=None)
+            lines = self.index.message_lines(chat_id) if self.index is not None else {}
+            sources = [(n.id, doc) for n in nodes if (doc := source_document(n, lines, pool.event_types))]
+            self._lexical[key] = ([n.id for n in nodes], BM25([f"{n.title}\n{node_document(n, schema)}" for n in nodes]),
+                                  [i for i, _ in sources], BM25([doc for _, doc in sources]), {i for i, _ in sources})
+            while len(self._lexical) > 256:
+                self._lexical.popitem(last=False)
+        ids, bm25, source_ids, source_bm25, sourced = self._lexical[key]
+        return ({ids[i]: s for i, s in bm25.top(query, LEXICAL_POOL)},
+                {source_ids[i]: s for i, s in source_bm25.top(source_query, LEXICAL_POOL)}, sourced)
+
+    def _speakers(self, chat_id: str) -> list[str]:
+        """The names the chat's messages are written under (cached per message version)."""
+        key = ("speakers", chat_id, self._messages_stamp(chat_id))
+        if key not in self._lexical:
+            self._lexical[key] = [r[0] for r in self.store.conn.execute(
+                "SELECT DISTINCT name FROM messages WHERE chat_id=? AND name != ''", (chat_id,))]
+        return self._lexical[key]
+
+    def _messages_stamp(self, chat_id: str) -> int:
+        """Changes whenever the chat's messages do (sources are made of them)."""
+        return self.store.messages_version(chat_id)
+
+    def _links(self, chat_id: str, version: int, graph: GraphView,
+               pool: Pool) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """Two neighbour maps, cached per graph version: the context of each event-type node (linked events, and
+        the previous and next node of its type and level in story order), and every node's linked nodes."""
+        key = ("links", chat_id, version)
+        if key not in self._lexical:
+            nodes = graph.nodes(archived=None)
+            types = {n.id: n.type for n in nodes}
+            links: dict[str, set[str]] = {}
+            adjacent: dict[str, set[str]] = {}
+            for edge in graph.edges():
+                adjacent.setdefault(edge.source, set()).add(edge.target)
+                adjacent.setdefault(edge.target, set()).add(edge.source)
+                if types.get(edge.source) in pool.event_types and types.get(edge.target) in pool.event_types:
+                    links.setdefault(edge.source, set()).add(edge.target)
+                    links.setdefault(edge.target, set()).add(edge.source)
+            chains: dict[tuple, list[Node]] = {}
+            for node in nodes:
+                if node.type in pool.event_types:
+                    chains.setdefault((node.type, node.level), []).append(node)
+            for chain in chains.values():
+                chain.sort(key=lambda n: (n.floor_from, n.floor_to, n.created_at))
+                for a, b in itertools.pairwise(chain):
+                    links.setdefault(a.id, set()).add(b.id)
+                    links.setdefault(b.id, set()).add(a.id)
+            self._lexical[key] = (links, adjacent)
+        return self._lexical[key]
+
+    def _mentioned(self, chat_id: str, query: str) -> set[str]:
+        """Entities (non-event nodes) whose name or alias appears in the query, as 1-3 word spans."""
+        words = [w for w in normalize_name(re.sub(r"[^\w\s'-]", " ", query)).split() if w]
+        spans = {" ".join(words[i:i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
+        spans |= {s[:-2] for s in spans if s.endswith("'s")}
+        if not spans:
+            return set()
+        rows = self.store.conn.execute(
+            f"SELECT DISTINCT nn.node_id, n.type FROM node_names nn JOIN nodes n ON n.chat_id = nn.chat_id "
+            f"AND n.id = nn.node_id WHERE nn.chat_id=? AND n.archived=0 AND nn.name IN ({', '.join('?' * len(spans))})",
+            (chat_id, *spans)).fetchall()
+        schema = self.store.chat(chat_id).schema
+        events = {name for name, spec in schema.types.items() if spec.identity == "event"}
+        return {node_id for node_id, node_type in rows if node_type not in events}
+
+    def _dense_scores(self, chat_id: str, query: str, k: int, source_query: str | None = None):
+        """Vector matches of node documents (and, given a `source_query`, of events' sources)."""
+        if self.index is None:
+            return {} if source_query is None else ({}, {})
+        if source_query is None:
+            return dict(self.index.query(chat_id, query, k))
+        items, sources = self.index.query_both(chat_id, query, source_query, k)
+        return dict(items), dict(sources)
+
+    def _ensure_synced(self, chat_id: str, version: int) -> None:
+        """Sync the index when the graph or the messages (the events' sources) changed since the last recall."""
+        stamp = (version, self._messages_stamp(chat_id))
+        if self.index is not None and self._synced.get(chat_id) != stamp:
+            self.index.sync(chat_id)
+            self._synced[chat_id] = stamp
+
+    # ---- rag ----------------------------------------------------------------------------------
+    def _rag(self, chat_id: str, query: str, pool: Pool, opts: RecallSettings, injection: Injection) -> list[Chosen]:
+        search = query
+        if opts.rewrite:
+            from curator.recall.rewrite import rewrite_query
+
+            search = rewrite_query(self.settings, query, injection.usage) or query
+        hits = [(i, s) for i, s in self._dense_scores(chat_id, search, opts.top_k).items() if i in pool.documents]
+        hits.sort(key=lambda kv: -kv[1])
+        reason = "vector match"
+        if opts.rerank and hits:
+            order = rerank(opts.rerank, search, [pool.documents[i] for i, _ in hits])
+            if order is not None:
+                hits = [(hits[i][0], score) for i, score in order]
+                reason = "reranked"
+        return lift_leaves(dict(hits), pool, opts.max_results, {}, dict(hits), reason=reason)
+
+    # ---- bookkeeping ----------------------------------------------------------------------------
+    def _touch(self, chat_id: str, node_ids: list[str]) -> None:
+        """Count the recall on each node. Not a commit: bookkeeping that a rollback need not undo."""
+        if not node_ids:
+            return
+        with self.store.transaction() as conn:
+            conn.executemany("UPDATE nodes SET access_count = access_count + 1, last_access=? WHERE chat_id=? AND id=?",
+                             [(utc_now(), chat_id, i) for i in node_ids])

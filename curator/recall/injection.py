@@ -1,0 +1,184 @@
+"""Injection: what recall hands back. A persistent block (always-inject types, within their caps) and a recalled
+block, each grouped into purpose buckets and packed into one token budget, best first, never cutting a node."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from curator.prompts import render
+from curator.schemas import Schema
+
+from curator.store.graph import Node
+from curator.llm.models import Usage
+from curator.store.queries import GraphView
+from curator.llm.tokens import TOKENIZER_NAME, count_tokens
+
+BUCKETS = {"rules": "World rules", "state": "Current state", "episodic": "What happened", "reflection": "Reflections"}
+BLOCK_HEADINGS = {"persistent": "Memory: always kept", "recalled": "Memory: recalled for this turn"}
+
+
+@dataclass
+class Chosen:
+    """A node chosen for the injection, with why and what it costs."""
+
+    node: Node
+    score: float
+    reason: str
+    block: str = "recalled"  # persistent | recalled
+    text: str = ""
+    tokens: int = 0
+
+    def to_dict(self) -> dict:
+        return {"id": self.node.id, "type": self.node.type, "title": self.node.title, "level": self.node.level,
+                "floors": [self.node.floor_from, self.node.floor_to], "score": round(self.score, 4),
+                "reason": self.reason, "block": self.block, "tokens": self.tokens, "text": self.text}
+
+
+@dataclass
+class Injection:
+    """The memory for one generation: structured blocks, token counts, placement, and the rendered text."""
+
+    chat_id: str
+    query: str
+    mode: str
+    persistent: list[Chosen] = field(default_factory=list)
+    recalled: list[Chosen] = field(default_factory=list)
+    dropped_for_budget: list[str] = field(default_factory=list)  # the first ids of those left out
+    dropped_count: int = 0
+    budget_tokens: int = 0
+    placement: dict = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    reused: bool = False
+    graph_version: int = 0
+    text: str = ""
+
+    @property
+    def tokens(self) -> int:
+        return count_tokens(self.text) if self.text else 0
+
+    def to_dict(self) -> dict:
+        return {
+            "chat": self.chat_id, "query": self.query, "mode": self.mode, "reused": self.reused,
+            "graph_version": self.graph_version,
+            "blocks": {"persistent": [c.to_dict() for c in self.persistent],
+                       "recalled": [c.to_dict() for c in self.recalled]},
+            "tokens": {"persistent": sum(c.tokens for c in self.persistent),
+                       "recalled": sum(c.tokens for c in self.recalled), "total": self.tokens,
+                       "budget": self.budget_tokens, "tokenizer": TOKENIZER_NAME},
+            "dropped_for_budget": self.dropped_for_budget[:DROPPED_LISTED], "dropped_count": self.dropped_count,
+            "placement": self.placement,
+            "usage": self.usage.to_dict(), "text": self.text,
+        }
+
+
+def node_line(node: Node, schema: Schema) -> str:
+    """One node as the model reads it: title, floors, then its fields (the title field only once)."""
+    spec = schema.type(node.type)
+    order = spec.field_names if spec else tuple(node.fields)
+    parts = [f"{name}: {' '.join(node.fields[name].split())}" for name in order
+             if node.fields.get(name) and (spec is None or name != spec.title_field)]
+    span = f"floor {node.floor_from}" if node.floor_from == node.floor_to else f"floors {node.floor_from}-{node.floor_to}"
+    return f"- {node.title} ({node.type}, {span}): " + "; ".join(parts)
+
+
+def persistent_nodes(graph: GraphView, schema: Schema, latest_floor: int) -> tuple[list[Node], list[Node]]:
+    """Always-inject nodes within their caps, and those the caps left out (they go back to the recall pool).
+    Only top-level nodes count (a compressed type shows its summaries, not the leaves folded into them);
+    `max_floor_distance` keeps nodes that reach the last N floors; `max_per_type` keeps the newest K, except for
+    latest-only types, whose every state stays."""
+    kept, dropped = [], []
+    for name, spec in schema.types.items():
+        if not spec.always_inject.enabled:
+            continue
+        caps = spec.always_inject
+        nodes = [n for n in graph.nodes(type=name) if n.parent is None]
+        nodes.sort(key=lambda n: (n.floor_to, n.floor_from, n.created_at), reverse=True)
+        for index, node in enumerate(nodes):
+            too_far = caps.max_floor_distance and node.floor_to < latest_floor - caps.max_floor_distance + 1
+            too_many = caps.max_per_type and spec.identity != "latest_only" and index >= caps.max_per_type
+            (dropped if too_far or too_many else kept).append(node)
+    kept.sort(key=lambda n: (n.floor_from, n.level))
+    return kept, dropped
+
+
+PERSISTENT_SHARE = 0.7  # of the budget, at most, so recall always has room
+MIN_LINE_TOKENS = 8  # no node line is shorter: below this much room, a block is full
+DROPPED_LISTED = 50  # ids listed of the nodes left out for the budget (all are counted)
+_LINES: OrderedDict[tuple, tuple[Schema, str, int]] = OrderedDict()  # (schema id, node, version) -> line
+
+
+def _rendered(node: Node, schema: Schema) -> tuple[str, int]:
+    """A node's line and its token count, remembered while the node is unchanged (a big persistent block is
+    the same from one turn to the next)."""
+    key = (id(schema), node.id, node.updated_at, node.title, node.floor_from, node.floor_to)
+    cached = _LINES.get(key)
+    if cached is None or cached[0] is not schema:  # the schema object is kept, so its id is not reused meanwhile
+        text = node_line(node, schema)
+        cached = _LINES[key] = (schema, text, count_tokens(text) + 1)
+        while len(_LINES) > 50_000:
+            _LINES.popitem(last=False)
+    return cached[1], cached[2]
+
+
+MAX_MISSES = 20  # past this many nodes in a row too long for the room left, a block counts as full
+
+
+def rank_persistent(nodes: list[Node]) -> list[Node]:
+    """The order persistent nodes are packed in: the highest summaries, then the newest nodes."""
+    return sorted(nodes, key=lambda n: (-n.level, -n.floor_to, n.id))
+
+
+def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled: list[Chosen]) -> Injection:
+    """Fill the budget, never cutting a node (one that does not fit whole is left out, and named). Persistent
+    nodes (given in `rank_persistent` order) come first, up to 70% of the budget; then recalled nodes by score.
+    Each block is rendered in story order."""
+    overhead = count_tokens(render("inject_block", heading=BLOCK_HEADINGS["recalled"], sections=""))
+    used = 2 * overhead
+    limits = {"persistent": int(injection.budget_tokens * PERSISTENT_SHARE), "recalled": injection.budget_tokens}
+    for block, items in (("persistent", persistent), ("recalled", recalled)):
+        kept, misses = [], 0
+        for position, item in enumerate(items):
+            if limits[block] - used < MIN_LINE_TOKENS or misses >= MAX_MISSES:  # full: do not render the rest
+                injection.dropped_count += len(items) - position
+                injection.dropped_for_budget.extend(_node(i).id for i in items[position:position + DROPPED_LISTED])
+                break
+            text, tokens = _rendered(_node(item), schema)
+            if used + tokens > limits[block]:
+                injection.dropped_count += 1
+                injection.dropped_for_budget.append(_node(item).id)
+                misses += 1
+                continue
+            chosen = item if isinstance(item, Chosen) else Chosen(item, 1.0, "always injected")
+            chosen.block, chosen.text, chosen.tokens = block, text, tokens
+            used, misses = used + tokens, 0
+            kept.append(chosen)
+        if block == "persistent":
+            kept.sort(key=lambda c: (c.node.floor_from, c.node.level))
+        setattr(injection, block, kept)
+    injection.text = render_text(injection, schema)
+    return injection
+
+
+def _node(item: Node | Chosen) -> Node:
+    return item.node if isinstance(item, Chosen) else item
+
+
+def render_text(injection: Injection, schema: Schema) -> str:
+    blocks = []
+    for block in ("persistent", "recalled"):
+        items: list[Chosen] = getattr(injection, block)
+        if not items:
+            continue
+        sections = []
+        for bucket, heading in BUCKETS.items():
+            lines = [c.text for c in items if _bucket(schema, c.node) == bucket]
+            if lines:
+                sections.append(render("inject_section", bucket=heading, lines="\n".join(lines)).strip())
+        blocks.append(render("inject_block", heading=BLOCK_HEADINGS[block], sections="\n\n".join(sections)).strip())
+    return "\n\n".join(blocks)
+
+
+def _bucket(schema: Schema, node: Node) -> str:
+    spec = schema.type(node.type)
+    return spec.bucket if spec else "state"

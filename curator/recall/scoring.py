@@ -1,0 +1,220 @@
+"""Recall's scoring steps: pure functions from score maps (node id -> score) to score maps, and the choice of
+the best within a limit. `curator/recall.py` runs them in order; each step says why it exists."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from curator.dates import date_windows, within
+from curator.store.graph import Node
+from curator.recall.injection import Chosen
+from curator.store.queries import GraphView
+
+DENSE_WEIGHT, LEXICAL_WEIGHT = 1.0, 0.3  # on z-scores
+SOURCE_WEIGHT = 1.0  # of an event's source messages (dense + lexical, z-fused the same way) next to its own text
+DATE_BONUS, DATE_SLACK_DAYS = 2.0, 3  # for memories whose story date is one the query names
+MENTION_BONUS = 1.0  # for nodes linked to an entity the query names
+DETAIL_MARGIN = 0.5  # a folded leaf comes back if it scores at least its summary's score minus this
+NEIGHBOUR_SHARE = 0.3  # of the best score among a node's neighbours (linked, previous/next of its type, same scene)
+
+
+@dataclass
+class Pool:
+    """What one recall may choose from and how it is scored, built once per graph version."""
+
+    nodes: dict[str, Node]  # recallable now
+    leaves: dict[str, str]  # archived leaf id -> its highest active ancestor
+    leaf_nodes: dict[str, Node]
+    documents: dict[str, str]  # of every node that is scored: the pool, folded leaves and injected nodes
+    event_types: set[str]
+    injected: set[str]  # persistent nodes: never recalled, but scored, so a leaf must beat its ancestor
+    days: dict[str, object]  # node id -> the calendar day its story-time label names, where it names one
+    scenes: dict[str, str]  # event node id -> its story-time label: events that share one are each other's context
+
+
+def fuse(dense: dict[str, float], lexical: dict[str, float], allowed: set[str]) -> dict[str, float]:
+    """Weighted sum of z-scores over the candidates (the union of both lists): a node the vector search did not
+    return counts as its lowest similarity, one that shares no word as BM25 0."""
+    candidates = [k for k in set(dense) | set(lexical) if k in allowed]
+    if not candidates:
+        return {}
+    floor = min((v for k, v in dense.items() if k in allowed), default=0.0)
+    total = {k: 0.0 for k in candidates}
+    for weight, scores, missing in ((DENSE_WEIGHT, dense, floor), (LEXICAL_WEIGHT, lexical, 0.0)):
+        values = [scores.get(k, missing) for k in candidates]
+        mean = sum(values) / len(values)
+        std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+        if std > 0:
+            for k, v in zip(candidates, values):
+                total[k] += weight * (v - mean) / std
+    return total
+
+
+def strip_names(text: str, names: list[str]) -> str:
+    """`text` without the given names (and a possessive 's); CJK names are removed wherever they occur."""
+    for name in sorted(names, key=len, reverse=True):
+        if _CJK_NAME.search(name):
+            text = text.replace(name, " ")
+        else:
+            text = re.sub(rf"(?<!\w){re.escape(name)}(?:'s)?(?!\w)", " ", text, flags=re.IGNORECASE)
+    return re.sub(r"\s+", " ", text).strip(" ,")
+
+
+_CJK_NAME = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def add_scores(scores: dict[str, float], extra: dict[str, float], weight: float, has_extra: set[str]) -> dict[str, float]:
+    """scores + weight * extra. A node missing from `scores` counts as its lowest; one missing from `extra` as
+    its lowest if it has that kind of evidence at all (`has_extra`), else as the average (z = 0)."""
+    if not extra:
+        return scores
+    low, extra_low = min(scores.values(), default=0.0), min(extra.values())
+    return {k: scores.get(k, low) + weight * extra.get(k, extra_low if k in has_extra else 0.0)
+            for k in set(scores) | set(extra)}
+
+
+def diversify(scores: dict[str, float], by_source: dict[str, float], pool: Pool, limit: int) -> dict[str, float]:
+    """Memories drawn from the same messages share their source score; past the first of them, the others must
+    earn their place on their own text, so the few slots cover more of the story."""
+    if not by_source:
+        return scores
+    out, seen = dict(scores), set()
+    for node_id, _ in sorted(scores.items(), key=lambda kv: -kv[1])[:3 * limit]:
+        node = pool.nodes.get(node_id) or pool.leaf_nodes.get(node_id)
+        if node is None or node_id not in by_source:
+            continue
+        span = (node.floor_from, node.floor_to)
+        if span in seen:
+            out[node_id] -= SOURCE_WEIGHT * max(by_source[node_id], 0.0)
+        seen.add(span)
+    return out
+
+
+def date_bonus(scores: dict[str, float], query: str, pool: Pool) -> dict[str, float]:
+    """Memories whose story date falls on (or within a few days of) a date the query names move up."""
+    windows = date_windows(query) if pool.days else []
+    if not windows or not scores:
+        return scores
+    out, low = dict(scores), min(scores.values())
+    for node_id, day in pool.days.items():
+        if within(day, windows, DATE_SLACK_DAYS):
+            out[node_id] = out.get(node_id, low) + DATE_BONUS
+    return out
+
+
+def mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[str, set[str]],
+                   pool: Pool) -> dict[str, float]:
+    """Nodes the query names, and nodes linked to them, move up: a question about Mira is about Mira's events.
+    Leaves folded into a linked summary count as linked too (compaction moved their edges up to it)."""
+    if not mentioned or not scores:
+        return scores
+    folded: dict[str, list[str]] = {}
+    for leaf, ancestor in pool.leaves.items():
+        folded.setdefault(ancestor, []).append(leaf)
+    targets = set()
+    for entity in mentioned:
+        for node_id in {entity, *links.get(entity, ())}:
+            targets.add(node_id)
+            targets.update(folded.get(node_id, ()))
+    boosted = dict(scores)
+    floor = min(scores.values())
+    for node_id in targets:
+        boosted[node_id] = boosted.get(node_id, floor) + MENTION_BONUS
+    return boosted
+
+
+def propagate(scores: dict[str, float], links: dict[str, set[str]], pool: Pool) -> dict[str, float]:
+    """A memory is understood in its context: each node gains a share of its best-scoring neighbour's score
+    (neighbours: linked events, the previous and next node of the same type, and events of the same scene, i.e.
+    with the same story-time label)."""
+    if not scores:
+        return scores
+    out = dict(scores)
+    floor = min(scores.values())
+    best_in_scene: dict[str, list[tuple[float, str]]] = {}  # the two best scored events of each scene
+    for node_id, score in scores.items():
+        if (scene := pool.scenes.get(node_id)) is not None:
+            top = best_in_scene.setdefault(scene, [])
+            top.append((score, node_id))
+            if len(top) > 2:
+                top.sort(reverse=True)
+                top.pop()
+    touched = {n for node_id in scores for n in links.get(node_id, ())}  # only neighbours of scored nodes can gain
+    touched.update(i for i in scores if i in pool.scenes)
+    for node_id in touched:
+        if node_id not in pool.documents:
+            continue
+        best = max((scores[n] for n in links.get(node_id, ()) if n in scores), default=None)
+        other = next((s for s, i in sorted(best_in_scene.get(pool.scenes.get(node_id), ()), reverse=True)
+                      if i != node_id), None)
+        if other is not None and (best is None or other > best):
+            best = other
+        if best is not None and best > 0:
+            out[node_id] = out.get(node_id, floor) + NEIGHBOUR_SHARE * best
+    return out
+
+
+def top_ancestor(node: Node, everything: dict[str, Node]) -> Node | None:
+    seen, current = set(), node
+    while current.parent and current.parent in everything and current.id not in seen:
+        seen.add(current.id)
+        current = everything[current.parent]
+        if not current.archived:
+            return current
+    return None
+
+
+def lift_leaves(scores: dict[str, float], pool: Pool, limit: int, lexical: dict, dense: dict,
+                 reason: str | None = None) -> list[Chosen]:
+    """Best first, within the limit. A folded leaf comes in for its detail only when it matches about as well as
+    its summary (within DETAIL_MARGIN), otherwise the summary speaks for it."""
+    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+    chosen: dict[str, Chosen] = {}
+    for node_id, score in ranked:
+        if len(chosen) >= limit:
+            break
+        if node_id in pool.leaves:
+            ancestor = pool.leaves[node_id]
+            if ancestor in scores and score < scores[ancestor] - DETAIL_MARGIN:
+                continue
+            node = pool.leaf_nodes[node_id]
+            because = f"detail of {ancestor}"
+        elif node_id in pool.nodes:
+            node = pool.nodes[node_id]
+            because = reason or _why(node_id, lexical, dense)
+        else:
+            continue  # injected anyway, or not recallable
+        chosen[node_id] = Chosen(node, score, because)
+    return list(chosen.values())
+
+
+def _why(node_id: str, lexical: dict, dense: dict) -> str:
+    parts = []
+    if node_id in dense:
+        parts.append(f"similar ({dense[node_id]:.2f})")
+    if node_id in lexical:
+        parts.append(f"shares words (bm25 {lexical[node_id]:.1f})")
+    return " + ".join(parts) or "match"
+
+
+def expand(graph: GraphView, chosen: list[Chosen], pool: Pool, limit: int) -> list[Chosen]:
+    """One hop: an event brings the nodes it links (people, places); a person or place brings its latest event."""
+    have = {c.node.id for c in chosen}
+    extra: list[Chosen] = []
+    budget = max(2, limit // 2)
+    for seed in chosen:
+        if len(extra) >= budget:
+            break
+        links = [(e, n) for e, n in graph.neighbours(seed.node.id) if n.id in pool.nodes and n.id not in have]
+        if not links:
+            continue
+        if seed.node.type in pool.event_types:
+            picks = links[:2]
+        else:
+            events = [(e, n) for e, n in links if n.type in pool.event_types]
+            picks = sorted(events, key=lambda en: en[1].floor_to, reverse=True)[:1]
+        for edge, node in picks:
+            have.add(node.id)
+            extra.append(Chosen(node, seed.score * 0.5, f"{edge.relation} link to {seed.node.title}"))
+    return chosen + extra

@@ -1,0 +1,314 @@
+"""The library face: `curator.open(data_dir)` gives a Memory, the one object front ends talk to."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+from pydantic_ai.models import Model
+
+from curator.schemas import Schema, load_schema
+
+from curator.extract.chatfile import read_chat
+from curator.store.exchange import ImportMode, export_graph, import_graph, read_graph_file
+from curator.extract.extractor import ExtractionResult, Extractor, due_floors
+from curator.extract.ingest import IngestReport, ingest
+from curator.llm.models import Usage
+from curator.store.messages import Message
+from curator.paths import data_dir as resolve_data_dir
+from curator.store.queries import GraphView
+from curator.settings import Settings, load_settings
+from curator.store.store import Chat, CommitRecord, RollbackResult, Store
+from curator.llm.usage import extraction_failures, usage_totals
+
+if TYPE_CHECKING:
+    from curator.extract.curator_agent import CurateResult
+    from curator.recall.injection import Injection
+    from curator.maintenance import Maintainer, MaintenanceReport
+    from curator.recall.engine import Recaller
+    from curator.sync.history import HistoryReport, HistorySync
+    from curator.vectors.index import SyncReport, VectorIndex
+
+
+class Memory:
+    """Memory for every chat under one data directory."""
+
+    def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None):
+        self.store = Store(resolve_data_dir(data_dir))
+        self._settings = settings
+        self._index: VectorIndex | None = None
+        self._recaller: Recaller | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Model profiles and extraction settings (`<data>/config.yaml` and the environment), read once."""
+        if self._settings is None:
+            self._settings = load_settings(self.data_dir)
+        return self._settings
+
+    @property
+    def data_dir(self) -> Path:
+        return self.store.data_dir
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # chats
+    def create_chat(self, chat_id: str, schema: Schema | str | Path = "default", settings: dict | None = None) -> Chat:
+        """Create a chat using a schema object, a preset name or a schema file path."""
+        if not isinstance(schema, Schema):
+            schema = load_schema(schema)
+        return self.store.create_chat(chat_id, schema, settings)
+
+    def chats(self) -> list[str]:
+        return self.store.chats()
+
+    def chat(self, chat_id: str) -> Chat:
+        return self.store.chat(chat_id)
+
+    def graph(self, chat_id: str) -> GraphView:
+        return self.store.graph(chat_id)
+
+    def set_messages(self, chat_id: str, messages: list[Message]) -> None:
+        self.store.set_messages(chat_id, messages)
+
+    def load_chat_file(self, chat_id: str, path: str | Path) -> int:
+        """Store the messages of a SillyTavern .jsonl or plain JSONL file as the chat's history."""
+        messages = read_chat(path).messages
+        self.store.set_messages(chat_id, messages)
+        return len(messages)
+
+    # the commit log
+    def commit(self, chat_id: str, ops: list, anchor_floor: int, origin: str = "manual", note: str = "") -> CommitRecord:
+        return self.store.commit(chat_id, ops, anchor_floor, origin, note)
+
+    def rollback(self, chat_id: str, floor: int) -> RollbackResult:
+        return self.store.rollback(chat_id, floor)
+
+    # extraction
+    def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None,
+                maintenance_model: Model | None = None) -> list[ExtractionResult]:
+        """Extract the reply at `floor`, or every reply still due; stops at the first failure. Scheduled
+        maintenance runs after each step (its reports in `result.maintenance`), see `_after_step`."""
+        after_step = self._after_step(model, maintenance_model)
+
+        async def run() -> list[ExtractionResult]:
+            extractor = Extractor(self.store, self.settings, model=model)
+            floors = [floor] if floor is not None else [f for f, _ in due_floors(self.store, chat_id, self.settings)]
+            results = []
+            for f in floors:
+                results.append(await extractor.extract(chat_id, f))
+                if after_step and results[-1].ok:
+                    results[-1].maintenance = await after_step(results[-1])
+                if not results[-1].ok:
+                    break
+            return results
+
+        return asyncio.run(run())
+
+    def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default", model: Model | None = None,
+               on_step: Callable | None = None, limit: int | None = None,
+               maintenance_model: Model | None = None, curate_model: Model | None = None) -> IngestReport:
+        """Replay a chat file into memory, extracting floor by floor; a rerun continues where it stopped.
+        The chat's `extraction.channel` says whether the extractor, the curator agent or both write.
+        Scheduled maintenance runs after each extraction step (see `_after_step`)."""
+        return asyncio.run(ingest(self.store, chat_id, path, self.settings, schema=schema, model=model,
+                                  on_step=on_step, limit=limit, curate_model=curate_model,
+                                  after_step=self._after_step(model, maintenance_model)))
+
+    def usage(self, chat_id: str) -> dict:
+        """LLM calls, tokens and latency of a chat, per task and in all, and the failed extraction steps."""
+        self.store.chat(chat_id)
+        return {"usage": usage_totals(self.store, chat_id), "failed_steps": extraction_failures(self.store, chat_id)}
+
+    # vectors and recall
+    @property
+    def index(self) -> VectorIndex:
+        """The vector index (opened on first use). While it is open, every commit and rollback is followed by
+        an incremental sync; recall also syncs first when the graph changed, so the index is never read stale."""
+        if self._index is None:
+            from curator.vectors.index import VectorIndex
+
+            self._index = VectorIndex(self.store, self.settings.embedding, self.settings.vectors_url)
+            self.store.on_change.append(lambda chat_id: self._index.sync(chat_id))
+        return self._index
+
+    def rebuild_vectors(self, chat_id: str, full: bool = False, floors: tuple[int, int] | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """Re-embed what is missing or stale (`full`: everything; `floors`: the nodes of a floor range)."""
+        self.store.chat(chat_id)
+        return self.index.sync(chat_id, full=full, floors=floors, progress=progress)
+
+    def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
+               **options) -> Injection:
+        """The injection for the next generation: persistent and recalled memory within the token budget.
+        Give `user_floor` (the floor of the user message being answered) to reuse the result on a swipe."""
+        if self._recaller is None:
+            from curator.recall.engine import Recaller
+
+            self._recaller = Recaller(self.store, self.settings, self.index)
+        opts = self.settings.recall.model_copy(update=options) if options else None
+        return self._recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=opts)
+
+    def world_info(self, chat_id: str) -> dict:
+        """The chat's memory as a SillyTavern World Info (lorebook) file."""
+        from curator.recall.worldinfo import export_world_info
+
+        chat = self.store.chat(chat_id)
+        latest = max((n.floor_to for n in self.store.graph(chat_id).nodes(archived=None)), default=0)
+        messages = self.store.messages(chat_id)
+        return export_world_info(self.store.graph(chat_id), chat.schema, max(latest, len(messages) - 1))
+
+    # import / export
+    def export(self, chat_id: str) -> dict:
+        return export_graph(self.store, chat_id)
+
+    def import_(self, chat_id: str, path: str | Path, mode: ImportMode = "restore", floor: int | None = None,
+                max_bytes: int | None = None) -> CommitRecord:
+        """Import a graph file into `chat_id` (created with the file's schema when new) as one commit."""
+        graph, schema, source = read_graph_file(path, **({"max_bytes": max_bytes} if max_bytes else {}))
+        return import_graph(self.store, chat_id, graph, schema, mode, floor, source)
+
+    # ---- the memory_curator agent (issue 5) ----------------------------------------------------------------
+    def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
+               dry_run: bool = False, max_requests: int | None = None, model: Model | None = None) -> CurateResult:
+        """Run the memory_curator agent for the reply at `floor` (default: the newest) or for a reply the
+        orchestrator drafted (`draft_reply`, at the floor it will take). Its writes land as one commit anchored
+        at that floor (none with `dry_run`: the result lists the ops it would commit); the result is the run's
+        trace: tool calls, model requests, tokens, latency, ops. `model` replaces the `curate` profile's."""
+        from curator.extract.curator_agent import Curator
+
+        self.store.chat(chat_id)
+        has_vectors = self.store.conn.execute("SELECT 1 FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
+        curator = Curator(self.store, self.settings, model=model, index=self.index if has_vectors else None)
+        return asyncio.run(curator.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests))
+
+
+    # ---- maintenance (issue 6): consolidation, compression, summaries, forgetting, reflection, evolution ----
+    # Each returns a MaintenanceReport (changes, commits, LLM calls and tokens); each step that changes the graph
+    # is its own commit (origin `maintenance`) anchored at the chat's current floor, so a rollback undoes it.
+    def maintainer(self, model: Model | None = None) -> Maintainer:
+        """The maintenance jobs of this store; `model` replaces the configured `maintain` profile."""
+        from curator.maintenance import Maintainer
+
+        return Maintainer(self.store, self.settings, model=model, index=lambda: self.index)
+
+    def _after_step(self, model: Model | None, maintenance_model: Model | None):
+        """Scheduled maintenance after an extraction step, when the chat's settings turn it on
+        (`maintenance.auto`). With an explicit extraction `model` but no `maintenance_model` it does not run: a
+        model given for extraction is never reused for other tasks."""
+        if model is not None and maintenance_model is None:
+            return None
+        from curator.maintenance.scheduling import after_extraction
+
+        maintainer = self.maintainer(maintenance_model)
+        return lambda result: after_extraction(maintainer, result)
+
+    def compact(self, chat_id: str, types: list[str] | None = None, model: Model | None = None,
+                progress: Callable[[int, int], None] | None = None) -> MaintenanceReport:
+        """Hierarchical compression of every type (or the types named) whose compression mode is hierarchical."""
+        return asyncio.run(self.maintainer(model).compact(chat_id, types, progress))
+
+    def consolidate(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,
+                    model: Model | None = None) -> MaintenanceReport:
+        """Dedupe/merge the new nodes of the newest `steps` extraction steps (or `node_ids`), gate first."""
+        return asyncio.run(self.maintainer(model).consolidate(chat_id, steps, node_ids))
+
+    def evolve(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,
+               model: Model | None = None) -> MaintenanceReport:
+        """Force evolution of recent nodes against their neighbours (consolidation without the gate)."""
+        return asyncio.run(self.maintainer(model).evolve(chat_id, steps, node_ids))
+
+    def summarize(self, chat_id: str, model: Model | None = None, force: bool = True) -> MaintenanceReport:
+        """Write a small summary of the extractions since the last one, then roll summaries up."""
+        return asyncio.run(self.maintainer(model).summarize(chat_id, force=force))
+
+    def forget(self, chat_id: str, dry_run: bool = False) -> MaintenanceReport:
+        """One sleep cycle: archive the nodes whose retention fell below the threshold (`dry_run`: list them)."""
+        return asyncio.run(self.maintainer().forget(chat_id, dry_run=dry_run))
+
+    def node_history(self, chat_id: str, node_id: str) -> list[dict]:
+        """Every commit that changed a node, with its title and fields before (evolution keeps old texts here)."""
+        from curator.maintenance.history import node_history
+
+        return node_history(self.store, chat_id, node_id)
+
+    def reflect(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
+        """Let the model write a reflection (a long-term pattern) linked to the memories it rests on."""
+        return asyncio.run(self.maintainer(model).reflect(chat_id))
+
+    # ---- history sync, swipe shelf, rebuild (issue 7) --------------------------------------------------------
+    recall_guard = None  # the HTTP service sets a lock here: recall caches are shared by its request threads
+
+    @property
+    def history(self) -> HistorySync:
+        """History sync for every chat (opened on first use); its rollbacks drop the recall results cached for
+        the floors they remove."""
+        if getattr(self, "_history", None) is None:
+            from curator.sync.shelf import Shelf
+            from curator.sync.history import HistorySync
+
+            def forget(chat_id: str, floor: int) -> None:
+                if self._recaller is not None:
+                    with self.recall_guard or nullcontext():
+                        self._recaller.forget_floors(chat_id, floor)
+
+            self._history = HistorySync(self.store, self.settings, Shelf(self.store), [forget])
+        return self._history
+
+    def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
+             model: Model | None = None) -> HistoryReport:
+        """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
+        earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then extracts what
+        is due (the report's `due` lists those floors either way)."""
+        report = self.history.sync(chat_id, messages, start)
+        if extract and report.due:
+            self.extract_due(chat_id, model=model)
+            report.due = [f for f, _ in due_floors(self.store, chat_id, self.settings)]
+        return report
+
+    def extract_due(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
+                    should_stop: Callable[[], bool] | None = None) -> list[ExtractionResult]:
+        """Extract every floor still due, step by step; stops at the first failure or when `should_stop()`."""
+        from curator.sync.history import extract_due
+
+        extractor = Extractor(self.store, self.settings, model=model)
+        return asyncio.run(extract_due(extractor, chat_id, self.settings, on_step=on_step, should_stop=should_stop))
+
+    def rebuild(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
+                should_stop: Callable[[], bool] | None = None) -> dict:
+        """Clear the chat's memory and extract every floor again (`curator rebuild`)."""
+        removed = self.history.clear(chat_id)
+        results = self.extract_due(chat_id, model=model, on_step=on_step, should_stop=should_stop)
+        usage = Usage()
+        for r in results:
+            usage.merge(r.usage)
+        failed = next((r for r in results if not r.ok), None)
+        return {"chat": chat_id, "commits_removed": removed, "steps_done": sum(r.ok for r in results),
+                "failed": failed.to_dict() if failed else None,
+                "due": [f for f, _ in due_floors(self.store, chat_id, self.settings)], "usage": usage.to_dict()}
+
+    def delete_chat(self, chat_id: str) -> None:
+        """Delete a chat: its messages, memory, costs and vectors."""
+        from curator.sync.shelf import delete_chat_rows
+
+        self.store.delete_chat(chat_id)
+        with self.store.transaction() as conn:
+            delete_chat_rows(conn, chat_id)
+        self.history.floors_dropped(chat_id, 0)
+        if self._index is not None:
+            self._index.drop(chat_id)
+
+
+def open(data_dir: str | Path | None = None) -> Memory:
+    """Open the memory store in `data_dir` (default: $CURATOR_DATA or ~/.local/share/memory-curator)."""
+    return Memory(data_dir)

@@ -1,0 +1,91 @@
+"""The FastAPI app: routers per area, the guard (token, body size, rate), errors as JSON 4xx, jobs on startup."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic_ai.models import Model
+
+from curator.schemas import SchemaError
+
+from curator import __version__
+from curator.errors import ChatExists, CuratorError, NotFound, StoreLocked
+from curator.service.memory import Memory
+from curator.service.server import routes_chats, routes_graph, routes_panel, routes_work
+from curator.service.server.security import BodyTooLarge, GuardMiddleware, Limits, error_body
+from curator.service.server.state import build_service
+
+log = logging.getLogger("curator.server")
+
+
+@dataclass
+class ServiceConfig:
+    token: str | None = None  # bearer token; required (by `curator serve`) off loopback
+    limits: Limits = field(default_factory=Limits)
+    model: Model | None = None  # extraction model override (tests, scripted runs)
+    curate_model: Model | None = None  # a pydantic-ai Model for the curator agent (tests, scripted runs)
+    maintenance_model: Model | None = None  # ... for maintenance
+    workers: int = 4  # job threads
+    upstream: str | None = None  # the proxy's real model endpoint (OpenAI-compatible base URL)
+    upstream_key_env: str | None = None  # the variable holding the upstream's API key
+    proxy: bool = True
+
+
+def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
+    config = config or ServiceConfig()
+    service = build_service(memory, config.model, config.workers, config.curate_model, config.maintenance_model)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        service.jobs.recover()  # jobs a crash interrupted: resumed, or failed visibly
+        yield
+        service.jobs.shutdown(wait=True)
+
+    app = FastAPI(title="memory-curator", version=__version__, lifespan=lifespan,
+                  description="Memory for long role-play chats: sync, recall, graph, jobs; an OpenAI-compatible "
+                              "proxy at /v1/chat/completions.")
+    app.state.service = service
+    app.state.service_token = config.token
+    app.add_middleware(GuardMiddleware, token=config.token, limits=config.limits)
+    for module in (routes_chats, routes_graph, routes_work):
+        app.include_router(module.router, prefix="/api/v1")
+    routes_panel.install(app)  # the panel's extra reads (overview, last injection, ...) under /api/v1
+    from curator.service.panel import mount_panel
+
+    mount_panel(app)  # the panel's static files at /panel
+    if config.proxy:
+        from curator.service.proxy import ProxyConfig
+        from curator.service.proxy import router as proxy_router
+
+        app.state.proxy = ProxyConfig(config.upstream, config.upstream_key_env)
+        app.include_router(proxy_router)
+    _error_handlers(app)
+    return app
+
+
+def _error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(CuratorError)
+    async def curator_error(request: Request, exc: CuratorError):
+        status = (404 if isinstance(exc, NotFound) else 409 if isinstance(exc, ChatExists)
+                  else 503 if isinstance(exc, StoreLocked) else 400)
+        return error_body(status, type(exc).__name__, str(exc), exc.hint)
+
+    @app.exception_handler(BodyTooLarge)
+    async def body_too_large(request: Request, exc: BodyTooLarge):
+        return error_body(413, "body_too_large", exc.detail, "Send a tail window of the chat (`start`) instead.")
+
+    @app.exception_handler(SchemaError)
+    async def schema_error(request: Request, exc: SchemaError):
+        return error_body(422, "SchemaError", str(exc), "Fix the schema at the places listed.")
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError):
+        errors = exc.errors()
+        where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
+        message = f"{where}: {errors[0]['msg']}" if errors else "invalid request"
+        response = error_body(422, "invalid_request", message, "See the OpenAPI document at /docs.")
+        return response

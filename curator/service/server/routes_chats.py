@@ -1,0 +1,138 @@
+"""Chats: create, list, get, delete, settings, schema; the chat's messages and history sync; schema presets."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, status
+from fastapi.concurrency import run_in_threadpool
+from pydantic import Field, ValidationError
+
+from curator.schemas import Schema, dump_schema, load_preset, preset_names, schema_from_data
+
+from curator.errors import CuratorError
+from curator.maintenance_settings import MaintenanceSettings
+from curator.settings import ExtractionSettings
+from curator.store.store import utc_now
+from curator.service.server.deps import ServiceDep, Strict, SyncIn, window
+
+router = APIRouter(tags=["chats"])
+
+
+class ChatIn(Strict):
+    id: str = Field(min_length=1, max_length=200)
+    schema_: str | dict = Field(default="default", alias="schema", description="a preset name, or a schema object")
+    settings: dict = Field(default_factory=dict)
+
+
+class SettingsIn(Strict):
+    extraction: dict = Field(default_factory=dict, description="per-chat extraction overrides: extract_every, "
+                             "channel (who writes after each reply: extractor, curator, both, off), ...")
+    maintenance: dict = Field(default_factory=dict, description="per-chat maintenance overrides (auto, cadences...)")
+
+
+def _chat_dict(service, chat_id: str) -> dict:
+    chat = service.memory.chat(chat_id)
+    return {"id": chat.id, "schema": chat.schema.name, "settings": chat.settings, "created_at": chat.created_at,
+            "updated_at": chat.updated_at, "floors": len(service.memory.store.messages(chat_id)),
+            "graph_version": service.memory.store.graph_version(chat_id)}
+
+
+def _schema(value: str | dict) -> Schema:
+    return load_preset(value) if isinstance(value, str) else schema_from_data(value, "request schema")
+
+
+def _check_settings(settings: dict) -> dict:
+    unknown = set(settings) - {"extraction", "maintenance"}
+    if unknown:
+        raise CuratorError(f"unknown chat settings: {', '.join(sorted(unknown))}", "Known: extraction, maintenance.")
+    for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings)):
+        try:
+            model.model_validate({**model().model_dump(), **settings.get(name, {})})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise CuratorError(f"settings.{name}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    return {k: v for k, v in settings.items() if v}
+
+
+@router.post("/chats", status_code=status.HTTP_201_CREATED)
+def create_chat(body: ChatIn, service: ServiceDep) -> dict:
+    service.memory.create_chat(body.id, _schema(body.schema_), _check_settings(body.settings))
+    return _chat_dict(service, body.id)
+
+
+@router.get("/chats")
+def list_chats(service: ServiceDep) -> dict:
+    return {"chats": service.memory.chats()}
+
+
+@router.get("/chats/{chat_id}")
+def get_chat(chat_id: str, service: ServiceDep) -> dict:
+    return _chat_dict(service, chat_id)
+
+
+@router.delete("/chats/{chat_id}")
+def delete_chat(chat_id: str, service: ServiceDep) -> dict:
+    with service.writer(chat_id):
+        service.memory.chat(chat_id)
+        service.memory.delete_chat(chat_id)
+    return {"deleted": chat_id}
+
+
+@router.put("/chats/{chat_id}/settings")
+def put_settings(chat_id: str, body: SettingsIn, service: ServiceDep) -> dict:
+    settings = _check_settings(body.model_dump())
+    with service.writer(chat_id):
+        service.memory.chat(chat_id)
+        with service.memory.store.transaction() as conn:
+            conn.execute("UPDATE chats SET settings_json=?, updated_at=? WHERE id=?",
+                         (json.dumps(settings), utc_now(), chat_id))
+    return _chat_dict(service, chat_id)
+
+
+@router.get("/chats/{chat_id}/schema")
+def get_chat_schema(chat_id: str, service: ServiceDep) -> dict:
+    return service.memory.chat(chat_id).schema.to_data()
+
+
+@router.put("/chats/{chat_id}/schema")
+def put_chat_schema(chat_id: str, body: dict, service: ServiceDep) -> dict:
+    schema = schema_from_data(body.get("schema", body) if isinstance(body, dict) else body, "request schema")
+    with service.writer(chat_id):
+        service.memory.store.set_schema(chat_id, schema)
+    return {"chat": chat_id, "schema": schema.name, "types": list(schema.types)}
+
+
+@router.get("/schemas")
+def list_schemas() -> dict:
+    return {"presets": preset_names()}
+
+
+@router.get("/schemas/{name}")
+def get_schema(name: str, format: str = "json") -> dict:
+    schema = load_preset(name)
+    return {"name": name, "yaml": dump_schema(schema, "yaml")} if format == "yaml" else schema.to_data()
+
+
+@router.post("/schemas/validate")
+def validate_schema(body: dict) -> dict:
+    schema = schema_from_data(body, "request schema")
+    return {"valid": True, "name": schema.name, "types": list(schema.types)}
+
+
+@router.get("/chats/{chat_id}/messages")
+def get_messages(chat_id: str, service: ServiceDep, start: int = 0, limit: int = 200) -> dict:
+    service.memory.chat(chat_id)
+    messages = service.memory.store.messages(chat_id)
+    return {"floors": len(messages), "messages": [
+        {"floor": f, "role": m.role, "name": m.name, "text": m.text, "swipe_id": m.swipe_id, "hash": m.hash}
+        for f, m in enumerate(messages[start:start + limit], start=start)]}
+
+
+@router.post("/chats/{chat_id}/sync")
+async def sync(chat_id: str, body: SyncIn, service: ServiceDep) -> dict:
+    """Follow the chat: roll memory back from the earliest changed floor (or restore it from the swipe shelf)
+    and queue re-extraction of what is due as a job."""
+    messages, start = window(body)
+    report, job = await run_in_threadpool(service.sync, chat_id, messages, start, body.extract)
+    return {**report.to_dict(), "job": job}

@@ -1,0 +1,183 @@
+"""Read endpoints the memory panel needs beyond the core API: a chat's overview, its whole graph in one compact
+answer, the last injection recall produced, rollback to a floor, and a schema change that keeps every node valid.
+
+`install(app)` adds the router and starts remembering each chat's last injection (the recall endpoint and the
+proxy both go through `Service.recall`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from fastapi import APIRouter, FastAPI
+from fastapi.concurrency import run_in_threadpool
+from pydantic import Field
+
+from curator.schemas import schema_from_data
+
+from curator.errors import NotFound
+from curator.extract.extractor import due_floors, last_extracted_floor
+from curator.store.store import utc_now
+from curator.service.server.deps import ServiceDep, Strict
+from curator.service.server.routes_work import RecallIn
+
+router = APIRouter(tags=["panel"])
+
+RECENT = 10  # recent extractions and recalls shown on the overview
+
+
+class RollbackIn(Strict):
+    floor: int = Field(ge=0, description="undo every commit anchored at or after this floor")
+
+
+class RecallLog:
+    """The last injection per chat, and a short list of recent recalls (query, mode, usage), kept in memory:
+    the panel shows what the model saw since the service started."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.last: dict[str, dict] = {}
+        self.recent: dict[str, deque] = {}
+
+    def record(self, chat_id: str, injection: dict) -> None:
+        entry = {"at": utc_now(), "query": injection.get("query", ""), "mode": injection.get("mode"),
+                 "reused": injection.get("reused", False), "tokens": injection.get("tokens", {}).get("total", 0),
+                 "nodes": sum(len(b) for b in injection.get("blocks", {}).values()),
+                 "usage": injection.get("usage", {})}
+        with self._lock:
+            self.last[chat_id] = {**injection, "at": entry["at"]}
+            self.recent.setdefault(chat_id, deque(maxlen=RECENT)).appendleft(entry)
+
+    def forget(self, chat_id: str) -> None:
+        with self._lock:
+            self.last.pop(chat_id, None)
+            self.recent.pop(chat_id, None)
+
+
+def install(app: FastAPI) -> None:
+    """Register the panel's endpoints under /api/v1 and record every recall's injection."""
+    service = app.state.service
+    log = service_log(service)
+    recall = service.recall
+
+    def recording_recall(chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None):
+        injection = recall(chat_id, query, mode=mode, user_floor=user_floor)
+        log.record(chat_id, injection.to_dict())
+        return injection
+
+    service.recall = recording_recall
+    service.recall_untracked = recall  # the panel's "try a query" box: not what the model saw
+    app.include_router(router, prefix="/api/v1")
+
+
+@router.get("/chats/{chat_id}/overview")
+def overview(chat_id: str, service: ServiceDep) -> dict:
+    """Counts, fragmentation, chat / vector / history status, recent extractions and recalls with their cost."""
+    memory = service.memory
+    chat = memory.chat(chat_id)
+    graph = memory.graph(chat_id)
+    stats = graph.stats()
+    conn = memory.store.conn
+    isolated = conn.execute(
+        "SELECT COUNT(*) FROM nodes n WHERE n.chat_id=? AND n.archived=0 AND NOT EXISTS (SELECT 1 FROM edges e "
+        "WHERE e.chat_id=n.chat_id AND (e.source=n.id OR e.target=n.id))", (chat_id,)).fetchone()[0]
+    active = stats["nodes_active"]
+    floors = len(memory.store.messages(chat_id))
+    last_commit = conn.execute("SELECT id, anchor_floor, origin, at FROM commits WHERE chat_id=? ORDER BY id DESC "
+                               "LIMIT 1", (chat_id,)).fetchone()
+    pointer = last_extracted_floor(memory.store, chat_id)  # from the commit log: a rollback moves it back
+    due = [f for f, _ in due_floors(memory.store, chat_id, memory.settings)]
+    extractions = [dict(r) for r in conn.execute(
+        "SELECT floor, seq, ok, reason, commit_id, active_types, calls, input_tokens, output_tokens, latency_ms, at "
+        "FROM extraction_log WHERE chat_id=? ORDER BY id DESC LIMIT ?", (chat_id, RECENT))]
+    failures = conn.execute("SELECT COUNT(*) FROM extraction_log WHERE chat_id=? AND ok=0", (chat_id,)).fetchone()[0]
+    log = service_log(service)
+    return {
+        "chat": {"id": chat.id, "schema": chat.schema.name, "types": list(chat.schema.types),
+                 "settings": chat.settings, "floors": floors, "graph_version": memory.store.graph_version(chat_id)},
+        "stats": {**stats, "isolated": isolated,
+                  # the share of active nodes linked to nothing: memory that recall can only reach by itself
+                  "fragmentation": round(isolated / active, 4) if active else 0.0},
+        "vectors": _vector_status(memory, chat_id),
+        "history": {"floors": floors, "extracted_to": None if pointer < 0 else pointer, "due": due,
+                    "failed_steps": failures,
+                    "last_commit": dict(last_commit) if last_commit else None},
+        "usage": memory.usage(chat_id)["usage"],
+        "recent_extractions": extractions,
+        "recent_recalls": list(log.recent.get(chat_id, ())),
+        "jobs": service.jobs.list(chat_id, 5),
+    }
+
+
+def service_log(service) -> RecallLog:
+    log = getattr(service, "recall_log", None)
+    if log is None:  # the app was built without install(): nothing recorded
+        log = service.recall_log = RecallLog()
+    return log
+
+
+def _vector_status(memory, chat_id: str) -> dict:
+    try:
+        return {"ok": True, **memory.index.status(chat_id)}
+    except Exception as exc:  # noqa: BLE001 - the overview still answers when the vector store is unreachable
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+@router.get("/chats/{chat_id}/graph/all")
+def whole_graph(chat_id: str, service: ServiceDep, archived: bool = True) -> dict:
+    """Every node (compact: no fields) and edge of the chat, for drawing; archived nodes are flagged."""
+    memory = service.memory
+    memory.chat(chat_id)
+    where = "" if archived else " AND archived=0"
+    nodes = [{"id": r[0], "type": r[1], "title": r[2], "level": r[3], "floors": [r[4], r[5]],
+              "importance": r[6], "archived": bool(r[7])}
+             for r in memory.store.conn.execute(
+                 "SELECT id, type, title, level, floor_from, floor_to, importance, archived FROM nodes "
+                 f"WHERE chat_id=?{where} ORDER BY floor_from, id", (chat_id,))]
+    ids = {n["id"] for n in nodes}
+    edges = [{"id": r[0], "source": r[1], "target": r[2], "relation": r[3]}
+             for r in memory.store.conn.execute(
+                 "SELECT id, source, target, relation FROM edges WHERE chat_id=? ORDER BY id", (chat_id,))
+             if r[1] in ids and r[2] in ids]
+    return {"chat": chat_id, "graph_version": memory.store.graph_version(chat_id), "nodes": nodes, "edges": edges}
+
+
+@router.get("/chats/{chat_id}/injection/last")
+def last_injection(chat_id: str, service: ServiceDep) -> dict:
+    service.memory.chat(chat_id)
+    injection = service_log(service).last.get(chat_id)
+    if injection is None:
+        raise NotFound(f"no recall for chat {chat_id!r} since the service started",
+                       "Run one: POST .../recall, or send a generation through the proxy.")
+    return injection
+
+
+@router.post("/chats/{chat_id}/recall/try")
+async def try_recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
+    """Recall as POST .../recall does, without becoming the chat's "last injection" (a panel experiment)."""
+    recall = getattr(service, "recall_untracked", service.recall)
+    injection = await run_in_threadpool(recall, chat_id, body.query, mode=body.mode, user_floor=body.user_floor)
+    return injection.to_dict()
+
+
+@router.post("/chats/{chat_id}/rollback")
+def rollback(chat_id: str, body: RollbackIn, service: ServiceDep) -> dict:
+    """Undo every commit anchored at or after `floor` (the chat's messages stay as they are)."""
+    with service.writer(chat_id):
+        service.memory.chat(chat_id)
+        result = service.memory.rollback(chat_id, body.floor)
+    service.forget_floors(chat_id, body.floor)
+    return {"chat": chat_id, "floor": body.floor, "reverted": [c.id for c in result.reverted],
+            "graph_version": service.memory.store.graph_version(chat_id)}
+
+
+@router.put("/chats/{chat_id}/schema/compatible")
+def put_compatible_schema(chat_id: str, body: dict, service: ServiceDep) -> dict:
+    """Change a chat's schema while it has memory, when every node stays valid: its type is kept, and the type
+    still has each field the node uses and no new required field the node lacks. Settings (cadence,
+    always-inject, caps, compression) may change freely."""
+    schema = schema_from_data(body.get("schema", body), "request schema")
+    with service.writer(chat_id):
+        service.memory.store.change_schema(chat_id, schema)
+    service.forget_floors(chat_id, 0)  # cached recalls were packed with the old settings
+    return {"chat": chat_id, "schema": schema.name, "types": list(schema.types)}

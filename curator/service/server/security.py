@@ -1,0 +1,128 @@
+"""Who may call the service and how much: bearer token, request body size, request rate per client."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import threading
+import time
+from dataclasses import dataclass
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from curator.errors import CuratorError
+
+OPEN_PATHS = {"/api/v1/health"}  # answered without a token (liveness checks)
+# The panel's static files hold no data (everything it shows comes from the API with the token), and a browser
+# cannot send a bearer header when it navigates to a page.
+OPEN_PREFIXES = ("/panel/",)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int = 8 * 1024 * 1024
+    rate_per_minute: int = 0  # requests per client address; 0 = no limit
+    burst: int = 60
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to listen beyond this machine without a token."""
+    if not is_loopback(host) and not token:
+        raise CuratorError(f"refusing to serve on {host} without a bearer token",
+                           "Set --token (or $CURATOR_TOKEN), or bind to 127.0.0.1.")
+
+
+def error_body(status: int, code: str, message: str, hint: str = "") -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, "hint": hint}}, status_code=status)
+
+
+def _open(path: str) -> bool:
+    return path in OPEN_PATHS or path == "/panel" or path.startswith(OPEN_PREFIXES)
+
+
+class BodyTooLarge(HTTPException):
+    """Raised while a body without a declared length is read, once it passes the limit (answered with 413)."""
+
+    def __init__(self, limit: int):
+        super().__init__(413, f"request body over {limit} bytes")
+
+
+class GuardMiddleware:
+    """Token, body size and rate checks before any route runs, each with a JSON 4xx. A plain ASGI middleware,
+    so a body sent without a length is counted as it streams in, never buffered whole to be measured."""
+
+    def __init__(self, app, token: str | None, limits: Limits):
+        self.app, self.token, self.limits = app, token, limits
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._guard = threading.Lock()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        request = Request(scope)
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return await refusal(scope, receive, send)
+        if request.headers.get("content-length") is None:
+            receive = self._counted(receive)
+        return await self.app(scope, receive, send)
+
+    def _refusal(self, request: Request) -> JSONResponse | None:
+        if self.token and not _open(request.url.path) and not self._authorized(request):
+            response = error_body(401, "unauthorized", "missing or wrong bearer token",
+                                  "Send `Authorization: Bearer <token>` with the service's token.")
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return response
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limits.max_body_bytes):
+            return error_body(413, "body_too_large", f"request body over {self.limits.max_body_bytes} bytes",
+                              "Send a tail window of the chat (`start`) instead of the whole chat.")
+        if self.limits.rate_per_minute and not self._take(request.client.host if request.client else "?"):
+            response = error_body(429, "rate_limited", f"over {self.limits.rate_per_minute} requests per minute",
+                                  "Wait a little and retry.")
+            response.headers["Retry-After"] = "1"
+            return response
+        return None
+
+    def _counted(self, receive):
+        limit, seen = self.limits.max_body_bytes, 0
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        return counted
+
+    def _authorized(self, request: Request) -> bool:
+        header = request.headers.get("authorization", "")
+        scheme, _, value = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
+
+    def _take(self, client: str) -> bool:
+        """Token bucket per client: `burst` requests at once, refilled at the per-minute rate."""
+        rate = self.limits.rate_per_minute / 60.0
+        now = time.monotonic()
+        with self._guard:
+            tokens, last = self._buckets.get(client, (float(self.limits.burst), now))
+            tokens = min(float(self.limits.burst), tokens + (now - last) * rate)
+            if tokens < 1:
+                self._buckets[client] = (tokens, now)
+                return False
+            self._buckets[client] = (tokens - 1, now)
+            return True

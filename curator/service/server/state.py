@@ -1,0 +1,186 @@
+"""What the service's routes share: the Memory, the chat writer locks, the job runner, the extraction model."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from pydantic_ai.models import Model
+
+from curator.extract.extractor import Extractor, due_floors
+from curator.service.jobs import ChatLocks, JobContext, JobKind, JobRunner
+from curator.service.memory import Memory
+from curator.sync.history import HistoryReport, extract_due
+
+
+@dataclass
+class Service:
+    memory: Memory
+    locks: ChatLocks
+    jobs: JobRunner
+    recall_lock: threading.RLock
+    model: Model | None = None  # replaces the configured extraction model (tests, scripted runs)
+    curate_model: Model | None = None  # ... the curator agent's
+    maintenance_model: Model | None = None  # ... maintenance's
+    recallers: dict = field(default_factory=dict)  # chat id -> (Recaller, its lock)
+
+    @contextmanager
+    def writer(self, chat_id: str) -> Iterator[None]:
+        """The chat's writer lock: one writer per chat at a time, chats in parallel."""
+        with self.locks(chat_id):
+            yield
+
+    def sync(self, chat_id: str, messages: list, start: int = 0, extract: bool = True) -> tuple[HistoryReport, dict | None]:
+        """Sync under the chat's writer lock, then queue re-extraction of what is due (one job per chat) when the
+        chat's extraction channel includes the built-in extractor."""
+        with self.writer(chat_id):
+            report = self.memory.sync(chat_id, messages, start)
+            channel = extraction_channel(self.memory, chat_id)
+            kind = {"extractor": "extract", "both": "extract", "curator": "curate"}.get(channel)
+            job = self.jobs.submit(chat_id, kind, reuse_active=True) if extract and kind and report.due else None
+        return report, job
+
+    def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None):
+        """Recall through the chat's own recaller, one request at a time per chat: its caches are not shared
+        with other chats, so recalls of different chats run in parallel."""
+        recaller, lock = self._recaller(chat_id)
+        with lock:
+            return recaller.recall(chat_id, query, mode=mode, user_floor=user_floor)
+
+    def _recaller(self, chat_id: str):
+        from curator.recall.engine import Recaller
+
+        self.memory.chat(chat_id)  # ChatNotFound: no recaller is kept for an unknown id
+        with self.recall_lock:
+            if chat_id not in self.recallers:
+                recaller = Recaller(self.memory.store, self.memory.settings, self.memory.index)
+                self.recallers[chat_id] = (recaller, threading.RLock())
+            return self.recallers[chat_id]
+
+    def forget_floors(self, chat_id: str, floor: int) -> None:
+        """History sync dropped memory at or after `floor`: drop what the chat's recaller cached for it."""
+        with self.recall_lock:
+            entry = self.recallers.pop(chat_id, None) if floor == 0 else self.recallers.get(chat_id)
+        if entry is not None and floor > 0:
+            with entry[1]:
+                entry[0].forget_floors(chat_id, floor)
+
+
+def extraction_channel(memory: Memory, chat_id: str) -> str:
+    """Who writes a chat's memory after each reply (`extraction.channel`): the built-in extractor (default),
+    the curator agent (director mode), both (the curator after the extractor, seeing what it wrote) or neither."""
+    return memory.settings.for_chat(memory.chat(chat_id).settings).extraction.channel
+
+
+def build_service(memory: Memory, model: Model | None = None, workers: int = 4, curate_model: Model | None = None,
+                  maintenance_model: Model | None = None) -> Service:
+    locks = ChatLocks()
+    recall_lock = threading.RLock()
+    service = Service(memory, locks, None, recall_lock, model,  # type: ignore[arg-type]
+                      curate_model=curate_model, maintenance_model=maintenance_model)
+    kinds = {
+        "extract": JobKind(lambda ctx: _extract_job(service, ctx), resumable=True),
+        "rebuild": JobKind(lambda ctx: _rebuild_job(service, ctx), resumable=True),
+        "vectors": JobKind(lambda ctx: _vectors_job(service, ctx), resumable=True),
+        "curate": JobKind(lambda ctx: _curate_job(service, ctx), resumable=True),
+        **{op: JobKind(lambda ctx, op=op: _maintenance_job(service, ctx, op)) for op in MAINTENANCE_OPS},
+    }
+    service.jobs = JobRunner(memory.store, locks, kinds, workers=workers)
+    # Open the shared parts now, not racily on the first concurrent requests.
+    memory.history.on_floors_dropped.append(service.forget_floors)
+    memory.index  # noqa: B018
+    memory.recall_guard = recall_lock  # for the library's own recaller, if anything in-process uses it
+    return service
+
+
+def register_kind(service: Service, name: str, kind: JobKind) -> None:
+    """Add a job kind (curate, compact, ...): `kind.run(ctx)` gets a JobContext, returns a JSON-able result."""
+    service.jobs.kinds[name] = kind
+
+
+MAINTENANCE_OPS = ("compact", "consolidate", "evolve", "summarize", "forget", "reflect")
+
+
+def _maintenance_job(service: Service, ctx: JobContext, op: str) -> dict:
+    """One maintenance operation (its own commits), under the chat's writer lock."""
+    memory, params, model = service.memory, ctx.params, service.maintenance_model
+    calls = {
+        "compact": lambda: memory.compact(ctx.chat_id, params.get("types"), model=model,
+                                          progress=lambda d, t: ctx.progress(d, t)),
+        "consolidate": lambda: memory.consolidate(ctx.chat_id, params.get("steps", 1), params.get("node_ids"), model),
+        "evolve": lambda: memory.evolve(ctx.chat_id, params.get("steps", 1), params.get("node_ids"), model),
+        "summarize": lambda: memory.summarize(ctx.chat_id, model=model),
+        "forget": lambda: memory.forget(ctx.chat_id, dry_run=bool(params.get("dry_run"))),
+        "reflect": lambda: memory.reflect(ctx.chat_id, model=model),
+    }
+    with ctx.writer:
+        report = calls[op]()
+    if not report.ok:
+        raise RuntimeError(f"{op} failed: {report.error}")
+    return report.to_dict()
+
+
+def _curate_job(service: Service, ctx: JobContext) -> dict:
+    """The memory_curator agent: for one floor (`params.floor`, director mode with `params.draft_reply`), or,
+    with the `curator` channel, for every floor still due."""
+    memory, params = service.memory, ctx.params
+    if "floor" in params or "draft_reply" in params or extraction_channel(memory, ctx.chat_id) != "curator":
+        floors = [params.get("floor")]
+    else:
+        floors = [f for f, _ in due_floors(memory.store, ctx.chat_id, memory.settings)]
+    results = []
+    for count, floor in enumerate(floors, start=1):
+        if ctx.should_stop():
+            break
+        with ctx.writer:
+            result = memory.curate(ctx.chat_id, floor, params.get("draft_reply"),
+                                   dry_run=bool(params.get("dry_run")), model=service.curate_model)
+        results.append(result.to_dict())
+        ctx.progress(count, len(floors), f"floor {result.floor}: {'ok' if result.ok else result.reason}")
+        if not result.ok:
+            raise RuntimeError(f"curation of floor {result.floor} failed: {result.reason}")
+    return {"runs": results}
+
+
+def _extract_job(service: Service, ctx: JobContext) -> dict:
+    memory = service.memory
+    extractor = Extractor(memory.store, memory.settings, model=service.model)
+    done: list = []
+
+    def on_step(result, count, total):
+        done.append(result)
+        ctx.progress(count, total, f"floor {result.floor}: {'ok' if result.ok else result.reason}")
+
+    results = asyncio.run(extract_due(extractor, ctx.chat_id, memory.settings, on_step=on_step,
+                                      should_stop=ctx.should_stop, writer=ctx.writer, on_idle=ctx.retire))
+    return _steps(results)
+
+
+def _rebuild_job(service: Service, ctx: JobContext) -> dict:
+    removed = None
+    if not ctx.resumed:  # a resumed rebuild already cleared; it continues extracting
+        with ctx.writer:
+            removed = service.memory.history.clear(ctx.chat_id)
+    return {"commits_removed": removed, **_extract_job(service, ctx)}
+
+
+def _vectors_job(service: Service, ctx: JobContext) -> dict:
+    full = bool(ctx.params.get("full"))
+    report = service.memory.rebuild_vectors(ctx.chat_id, full=full and not ctx.resumed,
+                                            progress=lambda d, t: ctx.progress(d, t))
+    return report.to_dict()
+
+
+def _steps(results: list) -> dict:
+    from curator.llm.models import Usage
+
+    usage = Usage()
+    for r in results:
+        usage.merge(r.usage)
+    failed = next((r for r in results if not r.ok), None)
+    if failed is not None:
+        raise RuntimeError(f"extraction of floor {failed.floor} failed: {failed.reason}")
+    return {"steps_done": len(results), "floors": [r.floor for r in results], "usage": usage.to_dict()}

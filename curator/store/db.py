@@ -1,0 +1,205 @@
+"""The SQLite file: opening it safely (WAL, busy timeout, clear errors) and migrating it step by step.
+
+Each migration runs in one transaction together with the version bump, so a failing step leaves the
+database exactly as it was, and running migrations again is a no-op once the version is current.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from curator.errors import MigrationFailed, StoreCorrupt, StoreError, StoreLocked, StoreTooNew
+
+DB_FILENAME = "memory.db"
+BUSY_TIMEOUT_MS = 5000
+
+_V1 = [
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE chats (
+        id TEXT PRIMARY KEY, schema_name TEXT NOT NULL, schema_json TEXT NOT NULL,
+        settings_json TEXT NOT NULL DEFAULT '{}', created_at TEXT NOT NULL, updated_at TEXT NOT NULL)""",
+    """CREATE TABLE messages (
+        chat_id TEXT NOT NULL, floor INTEGER NOT NULL, role TEXT NOT NULL, name TEXT NOT NULL,
+        text TEXT NOT NULL, swipe_id INTEGER NOT NULL DEFAULT 0, swipes_json TEXT, hash INTEGER NOT NULL,
+        sent_at TEXT, PRIMARY KEY (chat_id, floor)) WITHOUT ROWID""",
+    """CREATE TABLE commits (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT NOT NULL, anchor_floor INTEGER NOT NULL,
+        origin TEXT NOT NULL, at TEXT NOT NULL, ops_json TEXT NOT NULL, undo_json TEXT NOT NULL,
+        note TEXT NOT NULL DEFAULT '')""",
+    "CREATE INDEX commits_chat_anchor ON commits (chat_id, anchor_floor)",
+    "CREATE INDEX commits_chat_id ON commits (chat_id, id)",
+    """CREATE TABLE nodes (
+        chat_id TEXT NOT NULL, id TEXT NOT NULL, type TEXT NOT NULL, title TEXT NOT NULL,
+        fields_json TEXT NOT NULL, level INTEGER NOT NULL, parent_id TEXT, floor_from INTEGER NOT NULL,
+        floor_to INTEGER NOT NULL, importance REAL NOT NULL, access_count INTEGER NOT NULL DEFAULT 0,
+        last_access TEXT, archived INTEGER NOT NULL DEFAULT 0, scope_layer TEXT NOT NULL DEFAULT 'objective',
+        scope_owner TEXT, scope_region TEXT, story_label TEXT, story_segment TEXT,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY (chat_id, id)) WITHOUT ROWID""",
+    "CREATE INDEX nodes_by_type ON nodes (chat_id, type, level, archived)",
+    "CREATE INDEX nodes_by_parent ON nodes (chat_id, parent_id)",
+    "CREATE INDEX nodes_by_floor ON nodes (chat_id, floor_to)",
+    """CREATE TABLE node_names (
+        chat_id TEXT NOT NULL, name TEXT NOT NULL, node_id TEXT NOT NULL,
+        PRIMARY KEY (chat_id, name, node_id)) WITHOUT ROWID""",
+    "CREATE INDEX node_names_by_node ON node_names (chat_id, node_id)",
+    """CREATE TABLE edges (
+        chat_id TEXT NOT NULL, id TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL,
+        relation TEXT NOT NULL, strength REAL NOT NULL, valid_from INTEGER, valid_to INTEGER,
+        created_at TEXT NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY (chat_id, id)) WITHOUT ROWID""",
+    "CREATE UNIQUE INDEX edges_by_triple ON edges (chat_id, source, target, relation)",
+    "CREATE INDEX edges_by_target ON edges (chat_id, target)",
+]
+
+# Version 2: what LLM calls cost, and what each extraction step did (including the ones that failed).
+_V2 = [
+    """CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT, task TEXT NOT NULL, model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,
+        latency_ms REAL NOT NULL DEFAULT 0, ok INTEGER NOT NULL, error TEXT, at TEXT NOT NULL)""",
+    "CREATE INDEX llm_calls_by_chat ON llm_calls (chat_id, task)",
+    """CREATE TABLE extraction_log (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT NOT NULL, floor INTEGER NOT NULL, seq INTEGER NOT NULL,
+        ok INTEGER NOT NULL, reason TEXT, commit_id INTEGER, active_types TEXT NOT NULL, calls INTEGER NOT NULL,
+        input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, latency_ms REAL NOT NULL, at TEXT NOT NULL)""",
+    "CREATE INDEX extraction_log_by_chat ON extraction_log (chat_id, floor)",
+]
+
+# Version 3: the vector index's bookkeeping (derived state: which profile, which content each vector holds), and a
+# graph version per chat that every commit and rollback bumps (the key of recall caches).
+_V3 = [
+    """CREATE TABLE vector_state (chat_id TEXT PRIMARY KEY, profile TEXT NOT NULL, updated_at TEXT NOT NULL)""",
+    """CREATE TABLE vector_hashes (
+        chat_id TEXT NOT NULL, node_id TEXT NOT NULL, content_hash TEXT NOT NULL, meta_hash TEXT NOT NULL,
+        PRIMARY KEY (chat_id, node_id)) WITHOUT ROWID""",
+    "ALTER TABLE chats ADD COLUMN graph_version INTEGER NOT NULL DEFAULT 0",
+]
+
+# Version 4: the swipe shelf (commits rolled back by a swipe, kept per reply text so swiping back restores them),
+# the service's jobs (kept so a restart can resume or fail them visibly), and a messages version per chat that every
+# write of its messages bumps (the key of caches built from messages, e.g. events' sources).
+_V4 = [
+    "ALTER TABLE chats ADD COLUMN messages_version INTEGER NOT NULL DEFAULT 0",
+    """CREATE TABLE swipe_shelf (
+        chat_id TEXT NOT NULL, floor INTEGER NOT NULL, text_key INTEGER NOT NULL, commits_json TEXT NOT NULL,
+        at TEXT NOT NULL, PRIMARY KEY (chat_id, floor, text_key)) WITHOUT ROWID""",
+    """CREATE TABLE jobs (
+        id TEXT PRIMARY KEY, chat_id TEXT NOT NULL, kind TEXT NOT NULL, params_json TEXT NOT NULL,
+        state TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 0, total INTEGER, message TEXT NOT NULL DEFAULT '',
+        result_json TEXT, error TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)""",
+]
+
+Migration = Callable[[sqlite3.Connection], None] | list[str]
+
+# Index i holds the steps that take the database from version i to version i + 1.
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4]
+
+
+def latest_version() -> int:
+    return len(MIGRATIONS)
+
+
+class TranslatingConnection(sqlite3.Connection):
+    """A connection whose errors name the file and say what to do (StoreCorrupt, StoreLocked, ...)."""
+
+    path: Path | str = ""
+
+    def execute(self, sql: str, params=()):  # type: ignore[override]
+        try:
+            return super().execute(sql, params)
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+
+    def executemany(self, sql: str, params):  # type: ignore[override]
+        try:
+            return super().executemany(sql, params)
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+
+    def rollback_quietly(self) -> None:
+        """End the open transaction, if SQLite has not ended it already."""
+        if self.in_transaction:
+            super().execute("ROLLBACK")
+
+
+def connect(data_dir: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """Open (creating if needed) the database in `data_dir`, migrated to the latest version. A write waits
+    up to `busy_timeout_ms` for another writer before failing with StoreLocked."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
+    path = data_dir / DB_FILENAME
+    try:
+        conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False,
+                               factory=TranslatingConnection)
+        conn.path = path
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        migrate(conn)
+    except sqlite3.Error as exc:
+        raise translate(exc, path) from None
+    return conn
+
+
+def translate(exc: sqlite3.Error, path: Path | str) -> StoreError:
+    """Turn a sqlite3 error into one of ours with a message that names the file."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return StoreLocked(f"database {path} is locked ({text})")
+    if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+        return StoreCorrupt(f"database {path} is damaged or not a memory-curator database ({text})")
+    return StoreError(f"database {path}: {text}")
+
+
+def current_version(conn: sqlite3.Connection) -> int:
+    has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+    if not has_meta:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every pending migration, each atomically with its version bump. Returns the final version."""
+    version = current_version(conn)
+    if version > latest_version():
+        raise StoreTooNew(f"database is at version {version}; this package knows up to {latest_version()}")
+    while version < latest_version():
+        step = MIGRATIONS[version]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-read inside the write lock: another process may have migrated meanwhile.
+            if current_version(conn) != version:
+                _rollback(conn)
+                version = current_version(conn)
+                continue
+            if callable(step):
+                step(conn)
+            else:
+                for statement in step:
+                    conn.execute(statement)
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (str(version + 1),),
+            )
+            conn.execute("COMMIT")
+        except StoreError:
+            _rollback(conn)
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of a step must leave the database untouched
+            _rollback(conn)
+            raise MigrationFailed(f"migration to version {version + 1} failed: {exc}") from None
+        version += 1
+    return version
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        sqlite3.Connection.execute(conn, "ROLLBACK")

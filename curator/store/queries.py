@@ -1,0 +1,148 @@
+"""Read-only queries over one chat's graph: what the tools, recall, the CLI and the exporter look at."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from typing import Literal
+
+from curator.store.graph import EDGE_COLUMNS, NODE_COLUMNS, Edge, Node, edge_from_row, node_from_row, normalize_name
+
+_NODE_SELECT = f"SELECT {', '.join(NODE_COLUMNS)} FROM nodes"
+_EDGE_SELECT = f"SELECT {', '.join(EDGE_COLUMNS)} FROM edges"
+
+
+class GraphView:
+    """Queries over the graph of one chat. Cheap to create; holds no state of its own."""
+
+    def __init__(self, conn: sqlite3.Connection, chat_id: str):
+        self.conn, self.chat_id = conn, chat_id
+
+    def _nodes(self, where: str = "", params: tuple = (), order: str = "floor_from, id",
+               limit: int | None = None, offset: int = 0) -> list[Node]:
+        sql = f"{_NODE_SELECT} WHERE chat_id=?{' AND ' + where if where else ''} ORDER BY {order}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+        rows = self.conn.execute(sql, (self.chat_id, *params)).fetchall()
+        children = self._children_of([r["id"] for r in rows])
+        return [node_from_row(r, children.get(r["id"])) for r in rows]
+
+    def _children_of(self, ids: list[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = defaultdict(list)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            rows = self.conn.execute(
+                f"SELECT parent_id, id FROM nodes WHERE chat_id=? AND parent_id IN ({', '.join('?' * len(chunk))}) "
+                "ORDER BY floor_from, id", (self.chat_id, *chunk))
+            for parent, child in rows:
+                found[parent].append(child)
+        return found
+
+    def get(self, node_id: str) -> Node | None:
+        nodes = self._nodes("id=?", (node_id,))
+        return nodes[0] if nodes else None
+
+    def nodes(self, type: str | None = None, level: int | None = None, archived: bool | None = False,
+              limit: int | None = None, offset: int = 0) -> list[Node]:
+        """Nodes by type/level; `archived=None` gives both active and archived ones. Ordered by floor."""
+        clauses, params = [], []
+        for column, value in (("type", type), ("level", level)):
+            if value is not None:
+                clauses.append(f"{column}=?")
+                params.append(value)
+        if archived is not None:
+            clauses.append("archived=?")
+            params.append(int(archived))
+        return self._nodes(" AND ".join(clauses), tuple(params), limit=limit, offset=offset)
+
+    def titles(self, type: str) -> list[str]:
+        """Titles of every node of a type, archived ones included (cheap: no other columns)."""
+        return [r[0] for r in self.conn.execute("SELECT title FROM nodes WHERE chat_id=? AND type=?", (self.chat_id, type))]
+
+    def find_by_name(self, name: str, types: list[str] | None = None, include_archived: bool = False,
+                     partial: bool = False) -> list[Node]:
+        """Nodes whose title, primary key or an alias equals `name` after normalization (trimmed, spaces
+        folded, case-folded); with `partial`, nodes where it appears inside one of those names."""
+        key = normalize_name(name)
+        if not key:
+            return []
+        if partial:
+            pattern = "%" + key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            cond, param = "name LIKE ? ESCAPE '\\'", pattern
+        else:
+            cond, param = "name=?", key
+        ids = [r[0] for r in self.conn.execute(
+            f"SELECT DISTINCT node_id FROM node_names WHERE chat_id=? AND {cond}", (self.chat_id, param))]
+        if not ids:
+            return []
+        where = f"id IN ({', '.join('?' * len(ids))})"
+        params: tuple = tuple(ids)
+        if types:
+            where += f" AND type IN ({', '.join('?' * len(types))})"
+            params += tuple(types)
+        if not include_archived:
+            where += " AND archived=0"
+        return self._nodes(where, params)
+
+    def edges(self, node_id: str | None = None, relation: str | None = None) -> list[Edge]:
+        clauses, params = [], []
+        if node_id is not None:
+            clauses.append("(source=? OR target=?)")
+            params += [node_id, node_id]
+        if relation is not None:
+            clauses.append("relation=?")
+            params.append(relation)
+        where = "".join(" AND " + c for c in clauses)
+        rows = self.conn.execute(f"{_EDGE_SELECT} WHERE chat_id=?{where} ORDER BY id", (self.chat_id, *params))
+        return [edge_from_row(r) for r in rows]
+
+    def neighbours(self, node_id: str, relations: list[str] | None = None,
+                   direction: Literal["out", "in", "both"] = "both",
+                   include_archived: bool = False) -> list[tuple[Edge, Node]]:
+        """Edges at `node_id` with the node at their other end."""
+        found = []
+        for edge in self.edges(node_id):
+            if relations and edge.relation not in relations:
+                continue
+            outgoing = edge.source == node_id
+            if (direction == "out" and not outgoing) or (direction == "in" and outgoing):
+                continue
+            other = self.get(edge.target if outgoing else edge.source)
+            if other is not None and (include_archived or not other.archived):
+                found.append((edge, other))
+        return found
+
+    def timeline(self, floor_from: int = 0, floor_to: int | None = None, types: list[str] | None = None,
+                 include_archived: bool = False) -> list[Node]:
+        """Nodes whose floor range overlaps [floor_from, floor_to], in story order."""
+        where, params = "floor_to >= ?", [floor_from]
+        if floor_to is not None:
+            where += " AND floor_from <= ?"
+            params.append(floor_to)
+        if types:
+            where += f" AND type IN ({', '.join('?' * len(types))})"
+            params += types
+        if not include_archived:
+            where += " AND archived=0"
+        return self._nodes(where, tuple(params))
+
+    def stats(self) -> dict:
+        """Counts of active and archived nodes (in all and per type), edges and commits."""
+        by_type: dict[str, dict[str, int]] = defaultdict(lambda: {"active": 0, "archived": 0})
+        for type_, archived, count in self.conn.execute(
+                "SELECT type, archived, COUNT(*) FROM nodes WHERE chat_id=? GROUP BY type, archived", (self.chat_id,)):
+            by_type[type_]["archived" if archived else "active"] = count
+        count = lambda sql: self.conn.execute(sql, (self.chat_id,)).fetchone()[0]
+        return {
+            "nodes_active": sum(v["active"] for v in by_type.values()),
+            "nodes_archived": sum(v["archived"] for v in by_type.values()),
+            "edges": count("SELECT COUNT(*) FROM edges WHERE chat_id=?"),
+            "commits": count("SELECT COUNT(*) FROM commits WHERE chat_id=?"),
+            "messages": count("SELECT COUNT(*) FROM messages WHERE chat_id=?"),
+            "by_type": dict(sorted(by_type.items())),
+        }
+
+    def snapshot(self) -> dict:
+        """Every node and edge as plain data, ordered by id: a canonical picture for comparisons."""
+        nodes = self._nodes(order="id")
+        return {"nodes": [n.to_dict() for n in nodes], "edges": [e.to_dict() for e in self.edges()]}

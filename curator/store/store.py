@@ -1,0 +1,396 @@
+"""The store: chats, their messages, the commit log (source of truth) and the graph projection.
+
+`commit` is the only write path to the graph; `rollback` undoes every commit anchored at or after a floor.
+All of it happens in SQLite transactions, so a crash at any point leaves either the old or the new state.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Self
+
+from pydantic import ValidationError
+
+from curator.schemas import Schema, schema_from_data
+
+from curator.store.db import BUSY_TIMEOUT_MS, connect
+from curator.errors import ChatExists, ChatNotFound, CuratorError, OpError
+from curator.store.messages import Message
+from curator.store.ops import dump_ops, parse_ops
+from curator.store.projection import Applier
+from curator.store.queries import GraphView
+
+ORIGINS = ("extract", "curate", "maintenance", "import", "manual", "test")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+@dataclass
+class CommitRecord:
+    """One entry of the commit log."""
+
+    id: int
+    chat_id: str
+    anchor_floor: int
+    origin: str
+    at: str
+    ops: list[dict]
+    note: str = ""
+
+
+@dataclass
+class RollbackResult:
+    """What a rollback did: the commits it reverted (newest first), and any lower-anchored commits that had
+    been made after them and were replayed (`reapplied`) or could not be, because they built on what was
+    reverted (`dropped`)."""
+
+    chat_id: str
+    floor: int
+    reverted: list[CommitRecord] = field(default_factory=list)
+    reapplied: list[int] = field(default_factory=list)
+    dropped: list[CommitRecord] = field(default_factory=list)
+
+
+@dataclass
+class Chat:
+    id: str
+    schema: Schema
+    settings: dict
+    created_at: str
+    updated_at: str
+
+
+class Store:
+    """All chats under one data directory. Safe to share between threads: each thread reads through its own
+    connection (so a reader never sees another thread's open transaction), and writes are serialized."""
+
+    def __init__(self, data_dir: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
+        self.data_dir = Path(data_dir).expanduser()
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.RLock()
+        self.conn  # noqa: B018 - open (and migrate) now, so a bad data directory fails here
+        # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
+        self.on_change: list[Callable[[str], None]] = []
+
+    def _changed(self, chat_id: str) -> None:
+        for callback in self.on_change:
+            callback(chat_id)
+
+    def graph_version(self, chat_id: str) -> int:
+        """A number that changes with every commit, rollback or rebuild of the chat's graph."""
+        row = self.conn.execute("SELECT graph_version FROM chats WHERE id=?", (chat_id,)).fetchone()
+        if row is None:
+            raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
+        return row[0]
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.data_dir, self._busy_timeout_ms)
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: everything inside lands together or not at all."""
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.rollback_quietly()
+                raise
+
+    # ---- chats --------------------------------------------------------------------------------
+    def create_chat(self, chat_id: str, schema: Schema, settings: dict | None = None) -> Chat:
+        _check_chat_id(chat_id)
+        now = utc_now()
+        with self.transaction() as conn:
+            if conn.execute("SELECT 1 FROM chats WHERE id=?", (chat_id,)).fetchone():
+                raise ChatExists(f"chat {chat_id!r} already exists")
+            conn.execute(
+                "INSERT INTO chats (id, schema_name, schema_json, settings_json, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (chat_id, schema.name, _schema_json(schema), json.dumps(settings or {}), now, now),
+            )
+        return self.chat(chat_id)
+
+    def chat(self, chat_id: str) -> Chat:
+        row = self.conn.execute("SELECT * FROM chats WHERE id=?", (chat_id,)).fetchone()
+        if row is None:
+            raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
+        return Chat(row["id"], _schema_from_json(row["schema_json"]), json.loads(row["settings_json"]),
+                    row["created_at"], row["updated_at"])
+
+    def has_chat(self, chat_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM chats WHERE id=?", (chat_id,)).fetchone() is not None
+
+    def chats(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT id FROM chats ORDER BY id")]
+
+    def set_schema(self, chat_id: str, schema: Schema) -> None:
+        """Replace a chat's schema. Only allowed while the chat has no nodes, so no node breaks its type."""
+        with self.transaction() as conn:
+            self.chat(chat_id)
+            if conn.execute("SELECT 1 FROM nodes WHERE chat_id=? LIMIT 1", (chat_id,)).fetchone():
+                raise CuratorError(f"chat {chat_id!r} already has memory; its schema cannot be swapped",
+                                   "Export the chat, then import it into a new chat with the new schema.")
+            conn.execute("UPDATE chats SET schema_name=?, schema_json=?, updated_at=? WHERE id=?",
+                         (schema.name, _schema_json(schema), utc_now(), chat_id))
+
+    def change_schema(self, chat_id: str, schema: Schema) -> None:
+        """Change the schema of a chat that has memory, when every node stays valid: each node's type is kept, and
+        still has each field the node uses and no new required field the node lacks. Settings (cadence,
+        always-inject, caps, compression) may change freely. Bumps the graph version (recall caches)."""
+        with self.transaction() as conn:
+            self.chat(chat_id)
+            problems = self._schema_problems(chat_id, schema)
+            if problems:
+                raise CuratorError(f"the schema would break {len(problems)} existing node(s): " + "; ".join(problems[:5]),
+                                   "Keep the types and fields your nodes use (or delete those nodes first).")
+            conn.execute("UPDATE chats SET schema_name=?, schema_json=?, updated_at=?, "
+                         "graph_version = graph_version + 1 WHERE id=?",
+                         (schema.name, _schema_json(schema), utc_now(), chat_id))
+
+    def _schema_problems(self, chat_id: str, schema: Schema) -> list[str]:
+        problems: list[str] = []
+        for node_id, type_, fields_json in self.conn.execute(
+                "SELECT id, type, fields_json FROM nodes WHERE chat_id=? ORDER BY id", (chat_id,)):
+            spec = schema.type(type_)
+            if spec is None:
+                problems.append(f"{node_id} has type {type_!r}, which the schema drops")
+                continue
+            fields = {k for k, v in json.loads(fields_json).items() if v not in (None, "")}
+            unknown = sorted(fields - set(spec.field_names))
+            missing = sorted(set(spec.required_fields) - fields)
+            if unknown:
+                problems.append(f"{node_id} ({type_}) uses dropped field(s) {', '.join(unknown)}")
+            if missing:
+                problems.append(f"{node_id} ({type_}) lacks new required field(s) {', '.join(missing)}")
+        return problems
+
+    def delete_chat(self, chat_id: str) -> None:
+        with self.transaction() as conn:
+            self.chat(chat_id)
+            for table, column in (("chats", "id"), ("messages", "chat_id"), ("commits", "chat_id"),
+                                  ("nodes", "chat_id"), ("node_names", "chat_id"), ("edges", "chat_id"),
+                                  ("llm_calls", "chat_id"), ("extraction_log", "chat_id"),
+                                  ("vector_state", "chat_id"), ("vector_hashes", "chat_id")):
+                conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
+
+    # ---- messages -----------------------------------------------------------------------------
+    def set_messages(self, chat_id: str, messages: Sequence[Message]) -> None:
+        """Store the chat's messages as given (floor = position), replacing what was stored."""
+        self.set_messages_from(chat_id, 0, messages)
+
+    def set_messages_from(self, chat_id: str, floor: int, messages: Sequence[Message]) -> None:
+        """Replace the floors from `floor` on with `messages` (floors below stay as stored): a sync of a long chat
+        writes only what changed."""
+        with self.transaction() as conn:
+            self.chat(chat_id)
+            conn.execute("DELETE FROM messages WHERE chat_id=? AND floor >= ?", (chat_id, floor))
+            conn.executemany(
+                "INSERT INTO messages (chat_id, floor, role, name, text, swipe_id, swipes_json, hash, sent_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(chat_id, f, m.role, m.name, m.text, m.swipe_id,
+                  json.dumps(m.swipes, ensure_ascii=False) if m.swipes else None, m.hash, m.sent_at)
+                 for f, m in enumerate(messages, start=floor)],
+            )
+            conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=?", (chat_id,))
+
+    def messages_version(self, chat_id: str) -> int:
+        """A number that changes with every write of the chat's messages."""
+        row = self.conn.execute("SELECT messages_version FROM chats WHERE id=?", (chat_id,)).fetchone()
+        if row is None:
+            raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
+        return row[0]
+
+    def messages(self, chat_id: str) -> list[Message]:
+        rows = self.conn.execute("SELECT * FROM messages WHERE chat_id=? ORDER BY floor", (chat_id,))
+        return [Message(role=r["role"], name=r["name"], text=r["text"], swipe_id=r["swipe_id"],
+                        swipes=json.loads(r["swipes_json"]) if r["swipes_json"] else [], sent_at=r["sent_at"])
+                for r in rows]
+
+    # ---- the commit log -----------------------------------------------------------------------
+    def commit(self, chat_id: str, ops: Iterable, anchor_floor: int, origin: str,
+               note: str = "", at: str | None = None) -> CommitRecord:
+        """Validate and apply `ops` as one commit anchored at `anchor_floor`; all or nothing."""
+        if origin not in ORIGINS:
+            raise CuratorError(f"unknown commit origin {origin!r}; one of: {', '.join(ORIGINS)}")
+        if anchor_floor < 0:
+            raise CuratorError(f"anchor floor must be >= 0, got {anchor_floor}")
+        parsed = _parse(list(ops))
+        at = at or utc_now()
+        with self.transaction() as conn:
+            schema = self.chat(chat_id).schema
+            applier = Applier(conn, chat_id, schema, anchor_floor, at)
+            done = dump_ops(applier.apply(parsed))
+            cursor = conn.execute(
+                "INSERT INTO commits (chat_id, anchor_floor, origin, at, ops_json, undo_json, note) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (chat_id, anchor_floor, origin, at, _dumps(done), _dumps(applier.undo_record()), note),
+            )
+            _bump_version(conn, chat_id)
+            record = CommitRecord(cursor.lastrowid, chat_id, anchor_floor, origin, at, done, note)
+        self._changed(chat_id)
+        return record
+
+    def commits(self, chat_id: str, since_floor: int | None = None) -> list[CommitRecord]:
+        sql = "SELECT * FROM commits WHERE chat_id=?" + (" AND anchor_floor >= ?" if since_floor is not None else "")
+        params = (chat_id,) if since_floor is None else (chat_id, since_floor)
+        return [_record(r) for r in self.conn.execute(sql + " ORDER BY id", params)]
+
+    def rollback(self, chat_id: str, floor: int) -> RollbackResult:
+        """Revert every commit anchored at a floor >= `floor`, newest first, in one transaction.
+
+        Commits anchored below `floor` that were made after the earliest reverted one are replayed on top,
+        so the graph ends exactly as if only the commits anchored below `floor` had ever been applied.
+        """
+        result = RollbackResult(chat_id, floor)
+        with self.transaction() as conn:
+            schema = self.chat(chat_id).schema
+            first = conn.execute("SELECT MIN(id) FROM commits WHERE chat_id=? AND anchor_floor >= ?",
+                                 (chat_id, floor)).fetchone()[0]
+            if first is None:
+                return result
+            suffix = conn.execute("SELECT * FROM commits WHERE chat_id=? AND id >= ? ORDER BY id DESC",
+                                  (chat_id, first)).fetchall()
+            for row in suffix:
+                Applier(conn, chat_id, schema, row["anchor_floor"], row["at"]).restore(json.loads(row["undo_json"]))
+            conn.execute("DELETE FROM commits WHERE chat_id=? AND id >= ?", (chat_id, first))
+            for row in suffix:
+                if row["anchor_floor"] >= floor:
+                    result.reverted.append(_record(row))
+            for row in reversed(suffix):
+                if row["anchor_floor"] < floor:
+                    self._replay(conn, schema, row, result)
+            _bump_version(conn, chat_id)
+        self._changed(chat_id)
+        return result
+
+    def _replay(self, conn: sqlite3.Connection, schema: Schema, row: sqlite3.Row, result: RollbackResult) -> None:
+        conn.execute("SAVEPOINT replay")
+        try:
+            applier = Applier(conn, row["chat_id"], schema, row["anchor_floor"], row["at"])
+            applier.apply(_parse(json.loads(row["ops_json"])))
+        except OpError:
+            conn.execute("ROLLBACK TO replay")
+            conn.execute("RELEASE replay")
+            result.dropped.append(_record(row))
+            return
+        conn.execute("RELEASE replay")
+        conn.execute(
+            "INSERT INTO commits (id, chat_id, anchor_floor, origin, at, ops_json, undo_json, note) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (row["id"], row["chat_id"], row["anchor_floor"], row["origin"], row["at"], row["ops_json"],
+             _dumps(applier.undo_record()), row["note"]),
+        )
+        result.reapplied.append(row["id"])
+
+    def rebuild_projection(self, chat_id: str) -> int:
+        """Throw the graph tables away and replay the whole commit log; returns the commits replayed."""
+        with self.transaction() as conn:
+            schema = self.chat(chat_id).schema
+            for table in ("nodes", "node_names", "edges"):
+                conn.execute(f"DELETE FROM {table} WHERE chat_id=?", (chat_id,))
+            rows = conn.execute("SELECT * FROM commits WHERE chat_id=? ORDER BY id", (chat_id,)).fetchall()
+            for row in rows:
+                applier = Applier(conn, chat_id, schema, row["anchor_floor"], row["at"])
+                applier.apply(_parse(json.loads(row["ops_json"])))
+                conn.execute("UPDATE commits SET undo_json=? WHERE id=?", (_dumps(applier.undo_record()), row["id"]))
+            _bump_version(conn, chat_id)
+        self._changed(chat_id)
+        return len(rows)
+
+    def clear_graph(self, chat_id: str) -> int:
+        """Forget the chat's whole commit log and graph (a full rebuild starts from here); returns the commits
+        removed. Messages and settings stay."""
+        with self.transaction() as conn:
+            self.chat(chat_id)
+            removed = conn.execute("DELETE FROM commits WHERE chat_id=?", (chat_id,)).rowcount
+            for table in ("nodes", "node_names", "edges"):
+                conn.execute(f"DELETE FROM {table} WHERE chat_id=?", (chat_id,))
+            _bump_version(conn, chat_id)
+        self._changed(chat_id)
+        return removed
+
+    # ---- reads --------------------------------------------------------------------------------
+    def graph(self, chat_id: str) -> GraphView:
+        """Read-only queries over one chat's graph."""
+        self.chat(chat_id)
+        return GraphView(self.conn, chat_id)
+
+
+def _parse(ops: list) -> list:
+    if all(hasattr(op, "op") and not isinstance(op, dict) for op in ops):
+        return ops
+    try:
+        return parse_ops([op if isinstance(op, dict) else op.model_dump(exclude_unset=True) | {"op": op.op}
+                          for op in ops])
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = list(err["loc"])
+        index = loc.pop(0) if loc and isinstance(loc[0], int) else None
+        where = ".".join(str(p) for p in loc if p not in _OP_TAGS)
+        raise OpError(f"{where + ': ' if where else ''}{err['msg']}", index=index) from None
+
+
+_OP_TAGS = {"create_node", "update_node", "archive_node", "delete_node", "link", "unlink", "compact"}
+
+
+def _bump_version(conn: sqlite3.Connection, chat_id: str) -> None:
+    conn.execute("UPDATE chats SET graph_version = graph_version + 1 WHERE id=?", (chat_id,))
+
+
+def _record(row: sqlite3.Row) -> CommitRecord:
+    return CommitRecord(row["id"], row["chat_id"], row["anchor_floor"], row["origin"], row["at"],
+                        json.loads(row["ops_json"]), row["note"])
+
+
+def _dumps(data: object) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _schema_json(schema: Schema) -> str:
+    return json.dumps(schema.to_data(), ensure_ascii=False, sort_keys=True)
+
+
+@lru_cache(maxsize=64)
+def _schema_from_json(text: str) -> Schema:
+    # Parsing a schema is the costliest part of a small commit; the stored JSON text is a perfect cache key.
+    return schema_from_data(json.loads(text), "stored chat schema")
+
+
+def _check_chat_id(chat_id: str) -> None:
+    if not chat_id or len(chat_id) > 200 or any(ord(c) < 32 for c in chat_id) or chat_id != chat_id.strip():
+        raise CuratorError(f"invalid chat id {chat_id!r}: use 1-200 printable characters without outer spaces")

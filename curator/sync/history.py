@@ -1,0 +1,211 @@
+"""History sync: keep memory true to the chat when the user edits, deletes or swipes.
+
+The client sends the chat (every message, or a tail window starting at an explicit floor). Each floor's hash is
+compared with the stored one; the earliest dirty floor (an edit, a swipe, a deletion, a shorter chat) has every
+commit anchored at or after it rolled back (extraction, curator and maintenance alike). Derived state follows:
+the vector index reconciles through the store's change hook, recall results cached for those floors are dropped,
+and the floors from there are due for extraction again. A reply swiped away goes on the swipe shelf; swiping back
+to it restores its commits with no model call.
+
+If the stored hashes or the commit log are damaged, memory is cleared and rebuilt from the chat, and the report
+says so (`rebuilt`, `rebuild_reason`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+
+from curator.errors import CuratorError
+from curator.extract.extractor import ExtractionResult, Extractor, due_floors
+from curator.store.messages import Message
+from curator.settings import Settings
+from curator.sync.shelf import Shelf
+from curator.store.store import Store
+
+log = logging.getLogger("curator.sync")
+
+# Called with (chat_id, floor) once memory at or after `floor` is gone: recall caches, listeners.
+FloorsDropped = Callable[[str, int], None]
+
+
+@dataclass
+class HistoryReport:
+    chat_id: str
+    floors: int  # messages in the chat after the sync
+    dirty_floor: int | None = None
+    reason: str | None = None  # edited | swiped | deleted | shorter | hash missing
+    reverted: list[int] = field(default_factory=list)  # commit ids rolled back
+    shelved: int = 0  # commits put on the swipe shelf
+    restored: list[int] = field(default_factory=list)  # commit ids restored from the shelf (no model call)
+    rebuilt: bool = False
+    rebuild_reason: str | None = None
+    due: list[int] = field(default_factory=list)  # floors queued for (re-)extraction
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        data = dict(self.__dict__)
+        data["seconds"] = round(self.seconds, 4)
+        return data
+
+
+@dataclass(frozen=True)
+class Dirty:
+    floor: int
+    reason: str
+
+
+def find_dirty_floor(stored: Sequence[Message], stored_hashes: Sequence[int | None], incoming: Sequence[Message],
+                     start: int = 0) -> Dirty | None:
+    """The earliest floor at or after `start` where the stored chat and the incoming one (its floors from
+    `start` on, to the end) part ways. Floors below `start` were not sent and are never dirty."""
+    for offset, new in enumerate(incoming):
+        floor = start + offset
+        if floor >= len(stored):
+            return None  # the rest is new floors, appended
+        old = stored[floor]
+        if stored_hashes[floor] is None:
+            return Dirty(floor, "hash missing")
+        if stored_hashes[floor] != new.hash:
+            swiped = old.role == new.role == "assistant" and old.swipe_id != new.swipe_id
+            return Dirty(floor, "swiped" if swiped else "edited")
+    end = start + len(incoming)
+    if end < len(stored):
+        return Dirty(end, "deleted" if incoming else "shorter")
+    return None
+
+
+def _shelvable(stored: Sequence[Message], merged: Sequence[Message], floor: int) -> bool:
+    """The newest reply was replaced or removed, nothing after it: a swipe, a regenerate, an edit of the last
+    reply. Its memory may come back, so it is worth keeping."""
+    if floor != len(stored) - 1 or stored[floor].role != "assistant":
+        return False
+    if len(merged) <= floor:
+        return True
+    new = merged[floor]
+    return new.role == "assistant" and new.name == stored[floor].name
+
+
+class HistorySync:
+    """Sync for the chats of one store. `on_floors_dropped` hears of every rollback it makes."""
+
+    def __init__(self, store: Store, settings: Settings, shelf: Shelf,
+                 on_floors_dropped: Sequence[FloorsDropped] = ()):
+        self.store, self.settings, self.shelf = store, settings, shelf
+        self.on_floors_dropped = list(on_floors_dropped)
+
+    def sync(self, chat_id: str, messages: Sequence[Message], start: int = 0) -> HistoryReport:
+        """Bring the stored chat and its memory in line with `messages` (the floors from `start` to the end)."""
+        began = time.perf_counter()
+        self.store.chat(chat_id)  # ChatNotFound before anything else
+        stored = self.store.messages(chat_id)
+        if start < 0 or start > len(stored):
+            raise CuratorError(f"a tail window must start at a stored floor or right after the last one "
+                               f"(0..{len(stored)}), not {start}",
+                               "Send the whole chat, or a tail window that starts at or before the first new floor.")
+        merged = list(stored[:start]) + list(messages)
+        report = HistoryReport(chat_id, len(merged))
+        damaged = self._damaged_hashes(chat_id, stored)
+        if damaged is not None:
+            self._rebuild(chat_id, merged, report, f"stored hash of floor {damaged} does not match its message")
+        else:
+            hashes = [m.hash for m in stored]
+            dirty = find_dirty_floor(stored, hashes, messages, start)
+            if dirty is not None:
+                report.dirty_floor, report.reason = dirty.floor, dirty.reason
+                self._roll_back(chat_id, stored, merged, dirty.floor, report)
+            elif len(merged) != len(stored):
+                self.store.set_messages_from(chat_id, len(stored), merged[len(stored):])  # floors appended
+            self._restore(chat_id, merged, dirty.floor if dirty else len(stored), report)
+        report.due = [f for f, _ in due_floors(self.store, chat_id, self.settings)]
+        report.seconds = time.perf_counter() - began
+        if report.reverted or report.rebuilt:
+            log.info("sync %s: %s", chat_id, report.to_dict())
+        return report
+
+    def _roll_back(self, chat_id: str, stored: list[Message], merged: list[Message], floor: int,
+                   report: HistoryReport) -> None:
+        try:
+            result = self.store.rollback(chat_id, floor)
+        except (CuratorError, ValueError, KeyError, TypeError) as exc:  # an undo record that cannot be read
+            self._rebuild(chat_id, merged, report, f"the commit log cannot be rolled back to floor {floor}: {exc}")
+            return
+        report.reverted = [c.id for c in result.reverted]
+        if _shelvable(stored, merged, floor):
+            self.shelf.drop(chat_id, floor + 1)
+            self.shelf.put(chat_id, floor, stored[floor], result.reverted)
+            report.shelved = len(result.reverted)
+        else:
+            self.shelf.drop(chat_id, floor)
+        self.floors_dropped(chat_id, floor)
+        self.store.set_messages_from(chat_id, floor, merged[floor:])
+
+    def _restore(self, chat_id: str, merged: list[Message], floor: int, report: HistoryReport) -> None:
+        """The reply now at the first new floor may be one the shelf knows (a swipe back)."""
+        if floor < len(merged) and merged[floor].role == "assistant":
+            restored = self.shelf.restore(chat_id, floor, merged[floor])
+            report.restored = [c.id for c in restored or []]
+
+    def _damaged_hashes(self, chat_id: str, stored: list[Message]) -> int | None:
+        rows = self.store.conn.execute("SELECT floor, hash FROM messages WHERE chat_id=? ORDER BY floor", (chat_id,))
+        for (floor, saved), message in zip(rows, stored, strict=True):
+            if saved != message.hash:
+                return floor
+        return None
+
+    def _rebuild(self, chat_id: str, merged: list[Message], report: HistoryReport, reason: str) -> None:
+        log.warning("chat %s: %s; clearing its memory and rebuilding it from the chat", chat_id, reason)
+        report.rebuilt, report.rebuild_reason, report.dirty_floor = True, reason, 0
+        self.clear(chat_id)
+        self.store.set_messages(chat_id, merged)
+
+    def clear(self, chat_id: str) -> int:
+        """Forget the chat's whole memory before a rebuild; returns the commits removed."""
+        removed = clear_memory(self.store, self.shelf, chat_id)
+        self.floors_dropped(chat_id, 0)
+        return removed
+
+    def floors_dropped(self, chat_id: str, floor: int) -> None:
+        """Tell the listeners (recall caches) that memory at or after `floor` is gone."""
+        for callback in self.on_floors_dropped:
+            callback(chat_id, floor)
+
+
+def clear_memory(store: Store, shelf: Shelf, chat_id: str) -> int:
+    """Forget a chat's whole memory (commit log, graph, shelf), keeping its messages and settings. Returns the
+    commits removed. The next extraction starts again from the first floor."""
+    removed = store.clear_graph(chat_id)
+    shelf.drop(chat_id, 0)
+    return removed
+
+
+async def extract_due(extractor: Extractor, chat_id: str, settings: Settings, *,
+                      on_step: Callable[[ExtractionResult, int, int], None] | None = None,
+                      should_stop: Callable[[], bool] | None = None,
+                      writer: AbstractContextManager | None = None,
+                      on_idle: Callable[[], None] | None = None) -> list[ExtractionResult]:
+    """Extract every floor still due, one step at a time, stopping at the first failure or when `should_stop`
+    says so (checked before each step). `writer` (the chat's writer lock) is held for each step, so a sync of
+    the same chat waits for the step in flight and the next step sees the synced chat. `on_idle` is called under
+    that lock when nothing is left, so a sync deciding whether to queue more work never races the end."""
+    results: list[ExtractionResult] = []
+    total = len(due_floors(extractor.store, chat_id, settings))
+    while True:
+        with writer if writer is not None else nullcontext():
+            if should_stop is not None and should_stop():
+                break
+            due = due_floors(extractor.store, chat_id, settings)
+            if not due:
+                if on_idle is not None:
+                    on_idle()
+                break
+            total = max(total, len(results) + len(due))
+            results.append(await extractor.extract(chat_id, due[0][0]))
+        if on_step is not None:
+            on_step(results[-1], len(results), total)
+        if not results[-1].ok:
+            break
+    return results

@@ -1,0 +1,1 @@
+"""Embedders, the per-chat Chroma index and the texts it embeds."""

@@ -1,0 +1,296 @@
+"""The vector index: derived state in Chroma, one collection per chat (queries need no filter, and one chat can
+never see another's vectors). Each node's document is built from its type's embedded fields; a content hash per
+node says what must be re-embedded after a commit or a rollback, and what vanished.
+
+A second collection per chat holds each event's *source*: the messages it was extracted from (its floors and the
+message before them, which usually holds the question the reply answers). Recall scores an event by its own text
+and by its source, since a short memory loses words that a query may use."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import chromadb
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
+from chromadb.utils.embedding_functions import register_embedding_function
+
+from curator.vectors.documents import node_document, source_document
+from curator.vectors.embeddings import Embedder, EmbeddingProfile, make_embedder
+from curator.store.graph import Node
+from curator.store.store import Store, utc_now
+
+Progress = Callable[[int, int], None]
+NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, events' source messages
+
+
+@register_embedding_function
+class CuratorEmbeddingFunction(EmbeddingFunction[Documents]):
+    """Chroma's handle on our embedders. Registered, so a reopened collection can rebuild it from its config
+    (the profile; never a key). Chroma's own default function would download a model and is never used."""
+
+    def __init__(self, profile: EmbeddingProfile | dict):
+        self.profile = profile if isinstance(profile, EmbeddingProfile) else EmbeddingProfile(**profile)
+        self._embedder: Embedder | None = None
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.profile)
+        return self._embedder
+
+    def __call__(self, input: Documents) -> Embeddings:
+        return list(self.embedder.embed_documents(list(input)))
+
+    def embed_query(self, input: Documents) -> Embeddings:
+        return list(self.embedder.embed_queries(list(input)))
+
+    @staticmethod
+    def name() -> str:
+        return "memory_curator"
+
+    def get_config(self) -> dict:
+        return self.profile.model_dump()
+
+    @staticmethod
+    def build_from_config(config: dict) -> CuratorEmbeddingFunction:
+        return CuratorEmbeddingFunction(EmbeddingProfile(**config))
+
+    def default_space(self) -> str:
+        return "cosine"
+
+    def supported_spaces(self) -> list[str]:
+        return ["cosine"]
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=12).hexdigest()
+
+
+def _metadata(node: Node) -> dict:
+    return {"type": node.type, "level": node.level, "archived": node.archived, "parent": node.parent or "",
+            "floor_from": node.floor_from, "floor_to": node.floor_to}
+
+
+@dataclass
+class SyncReport:
+    """What a sync or rebuild did."""
+
+    chat_id: str
+    mode: str  # incremental | full | floors
+    embedded: int = 0
+    sources_embedded: int = 0  # events' source-message documents
+    updated_metadata: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    failed: dict[str, str] = field(default_factory=dict)  # node id -> error
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class VectorIndex:
+    """Chroma collections for the chats of one store: embedded (on disk under the data directory) by default,
+    or a Chroma server when `url` is given."""
+
+    def __init__(self, store: Store, profile: EmbeddingProfile, url: str | None = None):
+        self.store, self.profile = store, profile
+        self.function = CuratorEmbeddingFunction(profile)
+        self._locks: dict[str, threading.RLock] = {}  # one sync at a time per chat; chats in parallel
+        self._locks_guard = threading.Lock()
+        settings = chromadb.Settings(anonymized_telemetry=False)
+        if url:
+            parsed = urlparse(url)
+            self.client = chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
+                                              ssl=parsed.scheme == "https", settings=settings)
+        else:
+            self.client = chromadb.PersistentClient(path=str(Path(store.data_dir) / "chroma"), settings=settings)
+
+    @staticmethod
+    def collection_name(chat_id: str, kind: str = NODES) -> str:
+        # Chroma names allow only [a-zA-Z0-9._-]; chat ids may be anything (Chinese, spaces...).
+        return kind + hashlib.blake2b(chat_id.encode(), digest_size=10).hexdigest()
+
+    def _collection(self, chat_id: str, kind: str = NODES):
+        return self.client.get_or_create_collection(
+            self.collection_name(chat_id, kind), embedding_function=self.function,
+            metadata={"chat_id": chat_id, "profile": self.profile.key})
+
+    def _state(self, chat_id: str) -> tuple[str | None, dict[str, tuple[str, str, str]]]:
+        """The profile the chat was indexed with, and per node: content, metadata and source hashes (the source
+        hash rides in the content column as "content|source", so no table change was needed for it)."""
+        row = self.store.conn.execute("SELECT profile FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
+        hashes = {}
+        for node_id, content, meta in self.store.conn.execute(
+                "SELECT node_id, content_hash, meta_hash FROM vector_hashes WHERE chat_id=?", (chat_id,)):
+            item, _, source = content.partition("|")
+            hashes[node_id] = (item or None, meta, source)
+        return (row[0] if row else None), hashes
+
+    def sync(self, chat_id: str, full: bool = False, floors: tuple[int, int] | None = None,
+             progress: Progress | None = None) -> SyncReport:
+        """Bring the chat's collections in line with its graph and messages: embed what is new or changed, update
+        metadata that changed, delete what vanished. `full` re-embeds everything; `floors` re-embeds the nodes
+        whose floor range meets [a, b]. A profile change turns any sync into a full one. Failures are per node."""
+        with self._locks_guard:
+            lock = self._locks.setdefault(chat_id, threading.RLock())
+        with lock:  # the HTTP service syncs a chat from request and job threads
+            return self._sync(chat_id, full, floors, progress)
+
+    def _sync(self, chat_id: str, full: bool, floors: tuple[int, int] | None, progress: Progress | None) -> SyncReport:
+        chat = self.store.chat(chat_id)
+        profile_key, hashes = self._state(chat_id)
+        if profile_key is not None and profile_key != self.profile.key:
+            full = True
+        mode = "full" if full else "floors" if floors else "incremental"
+        report = SyncReport(chat_id, mode)
+        if full:
+            self.drop(chat_id)
+            hashes = {}
+        collection, sources = self._collection(chat_id), self._collection(chat_id, SOURCES)
+        nodes = self.store.graph(chat_id).nodes(archived=None)
+        lines = self.message_lines(chat_id)
+        events = {name for name, spec in chat.schema.types.items() if spec.identity == "event"}
+        items, to_update, kept = [], [], {}
+        source_items, source_gone = [], []
+        for node in nodes:
+            document, source = node_document(node, chat.schema), source_document(node, lines, events)
+            content, meta = _digest(self.profile.key, document), _digest(*_metadata(node).values())
+            source_hash = _digest(self.profile.key, source) if source else ""
+            old_content, old_meta, old_source = hashes.get(node.id, (None, None, ""))
+            forced = floors is not None and node.floor_from <= floors[1] and node.floor_to >= floors[0]
+            kept[node.id] = (content, meta, source_hash)
+            if old_content != content or forced:
+                items.append((node, document))
+            elif old_meta != meta:
+                to_update.append(node)
+            else:
+                report.unchanged += 1
+            if source and (old_source != source_hash or forced):
+                source_items.append((node, source))
+            elif old_source and not source:
+                source_gone.append(node.id)
+        vanished = sorted(set(hashes) - {n.id for n in nodes})
+        if vanished:
+            collection.delete(ids=vanished)
+            sources.delete(ids=vanished)
+            report.deleted = len(vanished)
+        if source_gone:
+            sources.delete(ids=source_gone)
+        if to_update:
+            collection.update(ids=[n.id for n in to_update], metadatas=[_metadata(n) for n in to_update])
+            report.updated_metadata = len(to_update)
+        work = [(collection, item) for item in items] + [(sources, item) for item in source_items]
+        for start in range(0, len(work), self.profile.batch_size):
+            batch = work[start:start + self.profile.batch_size]
+            for target in (collection, sources):
+                part = [item for where, item in batch if where is target]
+                embedded = self._embed(part, report, kept, source=target is sources)
+                if embedded:
+                    target.upsert(ids=[n.id for (n, _), _ in embedded], embeddings=[v for _, v in embedded],
+                                  documents=[d for (_, d), _ in embedded],
+                                  metadatas=[_metadata(n) for (n, _), _ in embedded])
+                if target is collection:
+                    report.embedded += len(embedded)
+                else:
+                    report.sources_embedded += len(embedded)
+            if progress:
+                progress(min(start + len(batch), len(work)), len(work))
+        if full or profile_key is None or kept != hashes:  # a sync that changed nothing writes nothing
+            self._save_state(chat_id, kept)
+        return report
+
+    def message_lines(self, chat_id: str) -> dict[int, str]:
+        """Each floor's message as the "name: text" line a source document is made of."""
+        rows = self.store.conn.execute("SELECT floor, name, text FROM messages WHERE chat_id=?", (chat_id,))
+        return {floor: f"{name}: {text}" if name else text for floor, name, text in rows}
+
+    def _embed(self, batch: list, report: SyncReport, kept: dict, source: bool) -> list:
+        """Embed a batch; if it fails, embed its items one by one so one bad node does not stop the rest. A node
+        that failed keeps no hash, so the next sync tries it again."""
+        if not batch:
+            return []
+        try:
+            return list(zip(batch, self.function.embedder.embed_documents([doc for _, doc in batch])))
+        except Exception:  # noqa: BLE001 - retried node by node below, each failure reported
+            done = []
+            for item in batch:
+                try:
+                    done.append((item, self.function.embedder.embed_documents([item[1]])[0]))
+                except Exception as exc:  # noqa: BLE001 - reported per node
+                    report.failed[item[0].id] = f"{type(exc).__name__}: {exc}"[:300]
+                    content, meta, source_hash = kept[item[0].id]
+                    kept[item[0].id] = (content, meta, "") if source else (None, None, source_hash)
+            return done
+
+    def _save_state(self, chat_id: str, hashes: dict[str, tuple[str | None, str | None, str]]) -> None:
+        with self.store.transaction() as conn:
+            conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
+            conn.executemany("INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_hash) VALUES (?, ?, ?, ?)",
+                             [(chat_id, node_id, f"{c or ''}|{s}", m or "") for node_id, (c, m, s) in hashes.items()
+                              if c or s])
+            conn.execute("INSERT INTO vector_state (chat_id, profile, updated_at) VALUES (?, ?, ?) "
+                         "ON CONFLICT(chat_id) DO UPDATE SET profile=excluded.profile, updated_at=excluded.updated_at",
+                         (chat_id, self.profile.key, utc_now()))
+
+    def drop(self, chat_id: str) -> None:
+        """Forget the chat's vectors (the collection and the hashes)."""
+        names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
+        for kind in (NODES, SOURCES):
+            if self.collection_name(chat_id, kind) in names:
+                self.client.delete_collection(self.collection_name(chat_id, kind))
+        with self.store.transaction() as conn:
+            conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
+            conn.execute("DELETE FROM vector_state WHERE chat_id=?", (chat_id,))
+
+    def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
+        """The k nodes of this chat most similar to `text`, as (node id, cosine similarity)."""
+        return self._query(chat_id, NODES, text, k, {})
+
+    def query_sources(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
+        """The k events of this chat whose source messages are most similar to `text`."""
+        return self._query(chat_id, SOURCES, text, k, {})
+
+    def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20
+                   ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """`query` and `query_sources` at once; a text used by both is embedded once."""
+        texts = [t for t in dict.fromkeys((text, source_text)) if t.strip()]
+        vectors = dict(zip(texts, self.function.embedder.embed_queries(texts))) if texts else {}  # one model call
+        return self._query(chat_id, NODES, text, k, vectors), self._query(chat_id, SOURCES, source_text, k, vectors)
+
+    def _query(self, chat_id: str, kind: str, text: str, k: int, vectors: dict) -> list[tuple[str, float]]:
+        if not text.strip():
+            return []
+        collection = self._collection(chat_id, kind)
+        count = collection.count()
+        if count == 0:
+            return []
+        if text not in vectors:
+            vectors[text] = self.function.embedder.embed_queries([text])[0]
+        result = collection.query(query_embeddings=[vectors[text]], n_results=min(k, count), include=["distances"])
+        return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
+
+    def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:
+        """The k nodes nearest to node `node_id` (by its stored vector, so nothing is embedded), itself left
+        out, as (node id, cosine similarity); `where` filters on the metadata (type, level, archived...).
+        Empty when the node is not indexed."""
+        collection = self._collection(chat_id)
+        found = collection.get(ids=[node_id], include=["embeddings"])
+        if not found["ids"]:
+            return []
+        count = collection.count()
+        result = collection.query(query_embeddings=[found["embeddings"][0]], n_results=min(k + 1, count),
+                                  where=where, include=["distances"])
+        pairs = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i != node_id]
+        return pairs[:k]
+
+    def status(self, chat_id: str) -> dict:
+        profile_key, hashes = self._state(chat_id)
+        total = len(self.store.graph(chat_id).nodes(archived=None))
+        return {"chat": chat_id, "profile": profile_key, "current_profile": self.profile.key,
+                "indexed": sum(1 for c, _, _ in hashes.values() if c), "sources": sum(1 for *_, s in hashes.values() if s),
+                "nodes": total, "stale_profile": profile_key not in (None, self.profile.key)}
