@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import sysconfig
 import venv
 import zipfile
@@ -72,7 +73,7 @@ def test_install_mode(tmp_path, editable):
 @pytest.mark.slow
 def test_the_wheel_adds_one_import_name(tmp_path):
     """tools/, schemas/ and prompts/ ship inside `curator`; no other top-level package collides with the user's."""
-    subprocess.run(["pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(tmp_path),
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(tmp_path),
                     str(ROOT)], check=True, capture_output=True, text=True, cwd=tmp_path)
     (wheel,) = tmp_path.glob("memory_curator-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
