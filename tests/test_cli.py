@@ -34,8 +34,8 @@ def run(*args: str, data: Path | None = None, check: bool = True) -> subprocess.
 
 
 def test_demo_runs_on_embedded_defaults(tmp_path):
-    proc = run("demo", data=tmp_path)
-    assert "lantern-road" in proc.stdout and "Silas Marrow" in proc.stdout
+    # --json loads the example without recall (no embedding); the plain demo, which embeds, is checked with a
+    # bounded embedder in test_first_minutes.py
     stats = json.loads(run("demo", "--json", data=tmp_path).stdout)["stats"]
     assert stats["nodes_active"] == 18 and stats["edges"] == 38 and stats["messages"] >= 40
 

@@ -26,7 +26,7 @@ def curate(
 ) -> None:
     """Run the memory_curator agent: read the graph with tools, write through per-type tools, compact, and
     commit everything as one commit anchored at the floor."""
-    with open_memory() as memory:
+    with open_memory(existing=True) as memory:
         result = memory.curate(chat, floor, draft, dry_run=dry_run, max_requests=max_requests)
     if json_:
         console.print_json(result.to_dict())

