@@ -82,6 +82,7 @@ def test_schema_commands(tmp_path):
     (("init", "--chat", "x", "--schema", "/nonexistent.yaml"), "no such file"),
 ])
 def test_errors_are_one_line_with_a_hint(tmp_path, args, message):
+    run("init", data=tmp_path)  # a store without the chat (a missing store is its own error)
     proc = run(*args, data=tmp_path, check=False)
     assert proc.returncode == 1
     assert message in proc.stderr

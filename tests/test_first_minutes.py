@@ -97,3 +97,45 @@ def test_demo_shows_progress_while_it_embeds(tmp_path):
     done = re.search(r"(\d+)/(\d+) documents", proc.stderr)
     assert done and done[1] == done[2] and int(done[1]) >= 27
     assert len(fake.requests) >= int(done[1]) // 8 and embedded >= int(done[1])
+
+
+def test_ingest_and_curate_without_a_model_stop_before_creating_anything(tmp_path):
+    where = tmp_path / "data"
+    proc = run("ingest", str(example_file("lantern_road.jsonl")), "--chat", "road", data=where, check=False)
+    assert proc.returncode == 1 and "no model profile 'default' for task 'extract'" in proc.stderr
+    assert "set CURATOR_MODEL (and CURATOR_BASE_URL" in " ".join(proc.stderr.split())
+    assert "steps" not in proc.stderr and not where.exists()  # no bar, no data directory, no chat
+    run("init", "--chat", "road", data=where)
+    proc = run("curate", "--chat", "road", data=where, check=False)
+    assert proc.returncode == 1 and "no model profile 'default' for task 'curate'" in proc.stderr
+    assert json.loads(run("show", "--chat", "road", "--json", data=where).stdout)["stats"]["commits"] == 0
+
+
+def test_file_mix_ups_name_the_right_command(tmp_path):
+    env = {"CURATOR_MODEL": "m", "CURATOR_BASE_URL": "http://127.0.0.1:9/v1"}  # a model is set: the file is at fault
+    graph, chat = example_file("lantern_road.graph.json"), example_file("lantern_road.jsonl")
+    proc = run("ingest", str(graph), "--chat", "g", data=tmp_path, env=env, check=False)
+    text = " ".join(proc.stderr.split())
+    assert proc.returncode == 1 and "graph file, not a chat" in text and "curator import FILE" in text
+    assert "0/?" not in text and "steps" not in text  # no empty progress bar before the error
+    proc = run("import", str(chat), "--chat", "c", data=tmp_path, check=False)
+    assert "This is a chat file" in proc.stderr and "curator ingest" in " ".join(proc.stderr.split())
+    proc = run("ingest", str(tmp_path / "missing.jsonl"), "--chat", "g", data=tmp_path, env=env, check=False)
+    assert "cannot read" in proc.stderr and "Check the path" in proc.stderr and "line named above" not in proc.stderr
+    assert json.loads(run("chats", "--json", data=tmp_path).stdout) == []  # none of it created a chat
+
+
+def test_hints_name_what_is_wrong(tmp_path):
+    proc = run("init", "--chat", "a", "--schema", "nosuch", data=tmp_path, check=False)
+    text = " ".join(proc.stderr.split())
+    assert "Give a preset (bme, default)" in text and "places listed" not in text
+    proc = run("import", str(example_file("lantern_road.graph.json")), "--chat", "x", "--mode", "bind_floor",
+               data=tmp_path, check=False)
+    assert "Add --floor N" in " ".join(proc.stderr.split()) and "Fix the file" not in proc.stderr
+
+
+def test_vectors_status_line_has_no_trailing_colon(tmp_path):
+    run("import", str(example_file("lantern_road.graph.json")), "--chat", "road", data=tmp_path)
+    line = run("vectors", "status", "--chat", "road", data=tmp_path).stdout.strip()
+    assert line.startswith("road: 0/") and ":)" not in line and ": (" not in line
+    assert "indexed with nothing yet (configured: local:" in line

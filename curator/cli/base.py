@@ -69,9 +69,24 @@ def open_memory(existing: bool = False) -> Memory:
     return Memory(state["data"])
 
 
-def _schema_hint(exc: Exception) -> str:
-    from curator.schemas import SchemaError
+def require_models(*tasks: str) -> None:
+    """Stop before anything is created when a task has no model profile (the error carries the settings hint)."""
+    from curator.paths import data_dir
+    from curator.settings import load_settings
 
-    return "Fix the schema file at the places listed; `curator schema show default --format yaml` prints an example." \
-        if isinstance(exc, SchemaError) else ""
+    settings = load_settings(data_dir(state["data"]))  # reads config.yaml if there is one; creates nothing
+    for task in tasks:
+        settings.profile_for(task)
+
+
+def _schema_hint(exc: Exception) -> str:
+    from curator.schemas import SchemaError, preset_names
+
+    if not isinstance(exc, SchemaError):
+        return ""
+    if not any(issue.type or issue.field for issue in exc.issues):  # the file itself: missing, unreadable, not YAML
+        return (f"Give a preset ({', '.join(preset_names())}) or the path of a schema file; "
+                "`curator schema show default --format yaml` prints one to start from.")
+    return "Fix the schema file at the types and fields named above; `curator schema show default --format yaml` " \
+        "prints an example."
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from curator.cli import console
-from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, state
+from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_models, state
 from curator.errors import CuratorError
 from curator.paths import example_file
 
@@ -199,14 +199,25 @@ def ingest(
     """Replay a chat file floor by floor, extracting memory as a live chat would (resumable)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from curator.extract.chatfile import read_chat
+    from curator.settings import load_settings
+    from curator.paths import data_dir
+
+    # Before anything is created: the file must be a chat, and the writing channel needs its model.
+    read_chat(file)
+    channel = load_settings(data_dir(state["data"])).extraction.channel
+    require_models(*{"extractor": ("extract",), "curator": ("curate",), "both": ("extract", "curate")}.get(channel, ()))
     with open_memory() as memory, Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
         TimeRemainingColumn(), TextColumn("{task.fields[cost]}"), console=console.err, disable=json_,
     ) as progress:
-        task = progress.add_task(f"ingest {chat}", total=None, cost="")
+        task = None  # the bar appears with the first step, not as an empty "0/?" before an error
         totals = {"calls": 0, "tokens": 0}
 
         def on_step(result, done, due):
+            nonlocal task
+            if task is None:
+                task = progress.add_task(f"ingest {chat}", total=due, cost="")
             totals["calls"] += result.usage.calls
             totals["tokens"] += result.usage.input_tokens + result.usage.output_tokens
             progress.update(task, completed=done, total=due,
@@ -307,8 +318,11 @@ def vectors_status(chat: ChatOpt, json_: JsonOpt = False) -> None:
     if json_:
         console.print_json(data)
     else:
-        console.out.print(f"{chat}: {data['indexed']}/{data['nodes']} nodes indexed with {data['profile']} "
-                          f"(configured: {data['current_profile']})")
+        # a profile key is provider:model:dimension; without a dimension it would end in a bare colon
+        made, configured = (str(p).rstrip(":") if p else "nothing yet" for p in (data["profile"],
+                                                                                  data["current_profile"]))
+        console.out.print(f"{chat}: {data['indexed']}/{data['nodes']} nodes indexed with {made} "
+                          f"(configured: {configured})")
 
 
 def _floor_range(text: str) -> tuple[int, int]:
