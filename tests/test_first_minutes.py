@@ -139,3 +139,16 @@ def test_vectors_status_line_has_no_trailing_colon(tmp_path):
     line = run("vectors", "status", "--chat", "road", data=tmp_path).stdout.strip()
     assert line.startswith("road: 0/") and ":)" not in line and ": (" not in line
     assert "indexed with nothing yet (configured: local:" in line
+
+
+def test_usage_lists_only_the_steps_still_failing(memory):
+    from test_ingest import CHAT, scripted
+
+    memory.ingest("road", CHAT, model=scripted(fail_at=3), limit=4)
+    memory.ingest("road", CHAT, model=scripted(fail_at=1), limit=4)  # the same floor fails again
+    failed = memory.usage("road")["failed_steps"]
+    assert [(f["floor"], f["attempts"]) for f in failed] == [(5, 2)] and "went away" in failed[0]["reason"]
+    memory.ingest("road", CHAT, model=scripted(), limit=2)  # a later run extracts it
+    usage = memory.usage("road")
+    assert usage["failed_steps"] == []  # no longer listed as failed ...
+    assert usage["usage"]["total"]["failed_calls"] == 2  # ... while the calls it cost stay counted

@@ -255,8 +255,13 @@ def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
     for task, row in data["usage"].items():
         console.out.print(f"{task}: {row['calls']} calls ({row['failed_calls']} failed), {row['input_tokens']} in + "
                           f"{row['output_tokens']} out tokens, {row['latency_ms'] / 1000:.1f}s")
+    if data["failed_steps"]:
+        console.out.print(f"{len(data['failed_steps'])} extraction step(s) failed and are not extracted yet "
+                          "(a step fails on a failed call, or on output that stayed invalid after its retries):")
     for step in data["failed_steps"]:
-        console.out.print(f"[yellow]failed[/] floor {step['floor']} (seq {step['seq']}): {step['reason']}")
+        tries = f", {step['attempts']} attempts" if step.get("attempts", 1) > 1 else ""
+        console.out.print(f"  [yellow]failed[/] floor {step['floor']} (seq {step['seq']}, {step['calls']} calls"
+                          f"{tries}): {step['reason']}", highlight=False)
 
 
 @app.command()
