@@ -35,6 +35,7 @@ def serve(
     from curator.service.server.security import Limits, check_bind
 
     check_bind(host, token)
+    _check_port_free(host, port)  # before the banner: a busy port is one line, not a banner and a traceback
     memory = open_memory()
     config = ServiceConfig(token=token, limits=Limits(max_body_bytes=int(max_body_mb * 1024 * 1024),
                                                       rate_per_minute=rate),
@@ -47,6 +48,20 @@ def serve(
         uvicorn.run(app_, host=host, port=port, log_level="warning")
     finally:
         memory.close()
+
+
+def _check_port_free(host: str, port: int) -> None:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CuratorError(f"cannot listen on {host}:{port}: {exc.strerror}",
+                               "Another program (perhaps another `curator serve`) holds the port: stop it or pass "
+                               "--port N.") from None
 
 
 @app.command()
