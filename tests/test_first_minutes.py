@@ -152,3 +152,15 @@ def test_usage_lists_only_the_steps_still_failing(memory):
     usage = memory.usage("road")
     assert usage["failed_steps"] == []  # no longer listed as failed ...
     assert usage["usage"]["total"]["failed_calls"] == 2  # ... while the calls it cost stay counted
+
+
+def test_readme_examples_import_and_ingest_into_different_chats():
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    if not readme.is_file():
+        pytest.skip("no README.md beside the tests")
+    text = readme.read_text(encoding="utf-8")
+    chats = {verb: set(re.findall(rf"curator {verb} \S+ --chat (\S+)", text)) for verb in ("import", "ingest")}
+    assert chats["import"] and chats["ingest"]
+    assert not chats["import"] & chats["ingest"], chats  # a graph import and an ingest never share a chat
