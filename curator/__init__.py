@@ -33,10 +33,29 @@ from curator.errors import (  # noqa: E402
     StoreLocked,
     StoreTooNew,
 )
-from curator.store.graph import Edge, Node
-from curator.store.messages import Message
-from curator.service.memory import Memory, open
-from curator.store.store import CommitRecord, RollbackResult, Store
+# The rest loads on first use (PEP 562), so `import curator` (and every `curator ...` command) costs only what it
+# touches: the store needs no model, vector or service code.
+_LAZY = {
+    "Edge": "curator.store.graph", "Node": "curator.store.graph", "Message": "curator.store.messages",
+    "Memory": "curator.service.memory", "open": "curator.service.memory", "CommitRecord": "curator.store.store",
+    "RollbackResult": "curator.store.store", "Store": "curator.store.store",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'curator' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -13,7 +13,7 @@ def read_utf8(path: Path, max_bytes: int, error: type[CuratorError], what: str =
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise error(f"{path}: cannot read ({exc.strerror})") from None
+        raise error(f"{path}: cannot read ({exc.strerror})", "Check the path; nothing was stored.") from None
     if size > max_bytes:
         raise error(f"{path}: {size} bytes is over the {what} limit of {max_bytes} bytes", size_hint)
     raw = path.read_bytes()

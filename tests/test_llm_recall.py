@@ -85,6 +85,9 @@ def test_falls_back_to_hybrid_on_failure_or_no_valid_pick(memory, road):
     assert ids(failed) == ids(plain) and failed.recalled  # never everything: the deterministic choice
     assert all(c.reason.startswith("hybrid fallback (RuntimeError: no model today)") for c in failed.recalled)
     assert failed.usage.failed_calls == 1
+    data = failed.to_dict()  # the JSON says what ran and why
+    assert data["mode"] == "hybrid" and data["fallback"] == {"from": "llm", "reason": "RuntimeError: no model today"}
+    assert plain.to_dict()["fallback"] is None
     empty = recall(memory, road, Picker({"action": "finalize", "ids": ["n_bogus"]}))
     assert ids(empty) == ids(plain) and empty.recalled[0].reason.startswith("hybrid fallback (no valid id chosen)")
     garbage = recall(memory, road, Picker({"action": "panic"}))  # invalid answers, retried once, then fallback

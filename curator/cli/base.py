@@ -5,17 +5,19 @@ from __future__ import annotations
 import functools
 import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from curator.schemas import SchemaError
-
 from curator.cli import console
 from curator.errors import CuratorError
-from curator.service.memory import Memory
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+if TYPE_CHECKING:
+    from curator.service.memory import Memory
+
+# rich_markup_mode=None: click's plain help shows flags as flags (`--json`, not `--json <bool>`) and renders without
+# loading rich's markdown machinery (most of `curator --help`'s start-up time).
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="memory-curator: a memory graph for long role-play chats.")
 
 state = {"data": None, "debug": False}
@@ -39,7 +41,11 @@ def reported(command):
     def run(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (CuratorError, SchemaError) as exc:
+        except (CuratorError, ValueError) as exc:
+            from curator.schemas import SchemaError  # not loaded for `--help`
+
+            if not isinstance(exc, (CuratorError, SchemaError)):
+                raise
             if state["debug"]:
                 traceback.print_exc()
             console.print_error(str(exc), getattr(exc, "hint", "") or _schema_hint(exc))
@@ -48,11 +54,39 @@ def reported(command):
     return run
 
 
-def open_memory() -> Memory:
+def open_memory(existing: bool = False) -> Memory:
+    """The Memory of `--data`. `existing`: a read-only command; a missing store is an error and nothing is created."""
+    from curator.service.memory import Memory  # loaded by the commands that use it, not by `--help`
+
+    if existing:
+        from curator.paths import data_dir
+        from curator.store.db import DB_FILENAME
+
+        where = data_dir(state["data"])
+        if not (where / DB_FILENAME).is_file():
+            raise CuratorError(f"no memory store in {where}", "Nothing was created. Pass --data (or set CURATOR_DATA) "
+                               "to the directory you used, or start one with `curator init` or `curator demo`.")
     return Memory(state["data"])
 
 
+def require_models(*tasks: str) -> None:
+    """Stop before anything is created when a task has no model profile (the error carries the settings hint)."""
+    from curator.paths import data_dir
+    from curator.settings import load_settings
+
+    settings = load_settings(data_dir(state["data"]))  # reads config.yaml if there is one; creates nothing
+    for task in tasks:
+        settings.profile_for(task)
+
+
 def _schema_hint(exc: Exception) -> str:
-    return "Fix the schema file at the places listed; `curator schema show default --format yaml` prints an example." \
-        if isinstance(exc, SchemaError) else ""
+    from curator.schemas import SchemaError, preset_names
+
+    if not isinstance(exc, SchemaError):
+        return ""
+    if not any(issue.type or issue.field for issue in exc.issues):  # the file itself: missing, unreadable, not YAML
+        return (f"Give a preset ({', '.join(preset_names())}) or the path of a schema file; "
+                "`curator schema show default --format yaml` prints one to start from.")
+    return "Fix the schema file at the types and fields named above; `curator schema show default --format yaml` " \
+        "prints an example."
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-from curator.schemas import Schema
-
-from curator.store.graph import Node
-from curator.store.queries import GraphView
-from curator.store.store import CommitRecord, RollbackResult
+if TYPE_CHECKING:
+    from curator.schemas import Schema
+    from curator.store.graph import Node
+    from curator.store.queries import GraphView
+    from curator.store.store import CommitRecord, RollbackResult
 
 out = Console(soft_wrap=False)
 err = Console(stderr=True)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from curator.cli import console
-from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported
+from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_models
 from curator.errors import CuratorError
 
 
@@ -26,7 +26,8 @@ def curate(
 ) -> None:
     """Run the memory_curator agent: read the graph with tools, write through per-type tools, compact, and
     commit everything as one commit anchored at the floor."""
-    with open_memory() as memory:
+    require_models("curate")
+    with open_memory(existing=True) as memory:
         result = memory.curate(chat, floor, draft, dry_run=dry_run, max_requests=max_requests)
     if json_:
         console.print_json(result.to_dict())

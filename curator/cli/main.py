@@ -9,18 +9,16 @@ from typing import Annotated
 
 import typer
 
-from curator.schemas import SchemaError, dump_schema, load_schema, preset_names
-
 from curator.cli import console
-from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, state
+from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_models, state
 from curator.errors import CuratorError
-from curator.store.exchange import dumps
 from curator.paths import example_file
-from curator.service.memory import Memory
 
-schema_app = typer.Typer(no_args_is_help=True, help="List, show and validate schemas.")
+schema_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                         help="List, show and validate schemas.")
 app.add_typer(schema_app, name="schema")
-vectors_app = typer.Typer(no_args_is_help=True, help="The vector index: rebuild and status.")
+vectors_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                          help="The vector index: rebuild and status.")
 app.add_typer(vectors_app, name="vectors")
 
 
@@ -46,7 +44,7 @@ def init(
 @reported
 def chats(json_: JsonOpt = False) -> None:
     """List the chats in the data directory."""
-    with open_memory() as memory:
+    with open_memory(existing=True) as memory:
         rows = [{"chat": c, **memory.graph(c).stats()} for c in memory.chats()]
     if json_:
         console.print_json(rows)
@@ -66,7 +64,7 @@ def show(
     json_: JsonOpt = False,
 ) -> None:
     """Show a chat's memory graph."""
-    with open_memory() as memory:
+    with open_memory(existing=True) as memory:
         graph = memory.graph(chat)
         if json_:
             console.print_json({"chat": chat, "stats": graph.stats(),
@@ -86,7 +84,9 @@ def export(
     """Export a chat's graph as memory-curator/graph JSON (no vectors) or as a SillyTavern World Info file."""
     if fmt not in ("graph", "worldinfo"):
         raise CuratorError(f"unknown export format {fmt!r}", "Use --format graph or --format worldinfo.")
-    with open_memory() as memory:
+    from curator.store.exchange import dumps
+
+    with open_memory(existing=True) as memory:
         text = dumps(memory.export(chat) if fmt == "graph" else memory.world_info(chat))
     if output is None:
         sys.stdout.write(text)
@@ -126,7 +126,7 @@ def rollback(
     json_: JsonOpt = False,
 ) -> None:
     """Roll a chat's memory back to how it was before `floor`."""
-    with open_memory() as memory:
+    with open_memory(existing=True) as memory:
         result = memory.rollback(chat, floor)
     if json_:
         console.print_json({"floor": floor, "reverted": [c.id for c in result.reverted],
@@ -139,6 +139,8 @@ def rollback(
 @reported
 def schema_list(json_: JsonOpt = False) -> None:
     """List the bundled schema presets."""
+    from curator.schemas import load_schema, preset_names
+
     names = preset_names()
     if json_:
         console.print_json([{"name": n, "types": list(load_schema(n).types)} for n in names])
@@ -155,6 +157,8 @@ def schema_show(
     json_: JsonOpt = False,
 ) -> None:
     """Show a schema's types and settings."""
+    from curator.schemas import dump_schema, load_schema
+
     schema = load_schema(ref)
     if json_ or fmt == "json":
         sys.stdout.write(dump_schema(schema, "json") + "\n")
@@ -168,6 +172,8 @@ def schema_show(
 @reported
 def schema_validate(path: Annotated[Path, typer.Argument(help="A schema YAML/JSON file.")], json_: JsonOpt = False) -> None:
     """Check a schema file; every problem is reported with its file, type and field."""
+    from curator.schemas import SchemaError, load_schema
+
     try:
         schema = load_schema(path)
     except SchemaError as exc:
@@ -193,14 +199,25 @@ def ingest(
     """Replay a chat file floor by floor, extracting memory as a live chat would (resumable)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from curator.extract.chatfile import read_chat
+    from curator.settings import load_settings
+    from curator.paths import data_dir
+
+    # Before anything is created: the file must be a chat, and the writing channel needs its model.
+    read_chat(file)
+    channel = load_settings(data_dir(state["data"])).extraction.channel
+    require_models(*{"extractor": ("extract",), "curator": ("curate",), "both": ("extract", "curate")}.get(channel, ()))
     with open_memory() as memory, Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
         TimeRemainingColumn(), TextColumn("{task.fields[cost]}"), console=console.err, disable=json_,
     ) as progress:
-        task = progress.add_task(f"ingest {chat}", total=None, cost="")
+        task = None  # the bar appears with the first step, not as an empty "0/?" before an error
         totals = {"calls": 0, "tokens": 0}
 
         def on_step(result, done, due):
+            nonlocal task
+            if task is None:
+                task = progress.add_task(f"ingest {chat}", total=due, cost="")
             totals["calls"] += result.usage.calls
             totals["tokens"] += result.usage.input_tokens + result.usage.output_tokens
             progress.update(task, completed=done, total=due,
@@ -230,7 +247,7 @@ def ingest(
 @reported
 def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
     """LLM calls, tokens and latency spent on a chat, and its failed extraction steps."""
-    with open_memory() as memory:
+    with open_memory(existing=True) as memory:
         data = memory.usage(chat)
     if json_:
         console.print_json(data)
@@ -238,8 +255,13 @@ def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
     for task, row in data["usage"].items():
         console.out.print(f"{task}: {row['calls']} calls ({row['failed_calls']} failed), {row['input_tokens']} in + "
                           f"{row['output_tokens']} out tokens, {row['latency_ms'] / 1000:.1f}s")
+    if data["failed_steps"]:
+        console.out.print(f"{len(data['failed_steps'])} extraction step(s) failed and are not extracted yet "
+                          "(a step fails on a failed call, or on output that stayed invalid after its retries):")
     for step in data["failed_steps"]:
-        console.out.print(f"[yellow]failed[/] floor {step['floor']} (seq {step['seq']}): {step['reason']}")
+        tries = f", {step['attempts']} attempts" if step.get("attempts", 1) > 1 else ""
+        console.out.print(f"  [yellow]failed[/] floor {step['floor']} (seq {step['seq']}, {step['calls']} calls"
+                          f"{tries}): {step['reason']}", highlight=False)
 
 
 @app.command()
@@ -254,7 +276,7 @@ def recall(
     """Recall the memories for the next generation and show the injection."""
     if mode not in (None, "hybrid", "rag", "llm"):
         raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid, rag or llm.")
-    with open_memory() as memory:
+    with open_memory(existing=True) as memory:
         options = {"budget_tokens": budget} if budget else {}
         injection = memory.recall(chat, query, mode=mode, **options)
     if json_:
@@ -275,8 +297,10 @@ def vectors_rebuild(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     span = _floor_range(floors) if floors else None
-    with open_memory() as memory, Progress(TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(),
-                                       TimeRemainingColumn(), console=console.err, disable=json_) as progress:
+    with open_memory(existing=True) as memory, Progress(
+        TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console.err,
+        disable=json_,
+    ) as progress:
         task = progress.add_task("embed", total=None)
         report = memory.rebuild_vectors(chat, full=full, floors=span,
                                         progress=lambda done, total: progress.update(task, completed=done, total=total))
@@ -293,14 +317,17 @@ def vectors_rebuild(
 @reported
 def vectors_status(chat: ChatOpt, json_: JsonOpt = False) -> None:
     """How much of the chat is indexed, and with which embedding profile."""
-    with open_memory() as memory:
+    with open_memory(existing=True) as memory:
         memory.store.chat(chat)
         data = memory.index.status(chat)
     if json_:
         console.print_json(data)
     else:
-        console.out.print(f"{chat}: {data['indexed']}/{data['nodes']} nodes indexed with {data['profile']} "
-                          f"(configured: {data['current_profile']})")
+        # a profile key is provider:model:dimension; without a dimension it would end in a bare colon
+        made, configured = (str(p).rstrip(":") if p else "nothing yet" for p in (data["profile"],
+                                                                                  data["current_profile"]))
+        console.out.print(f"{chat}: {data['indexed']}/{data['nodes']} nodes indexed with {made} "
+                          f"(configured: {configured})")
 
 
 def _floor_range(text: str) -> tuple[int, int]:
@@ -315,9 +342,15 @@ def _floor_range(text: str) -> tuple[int, int]:
 @reported
 def demo(json_: JsonOpt = False) -> None:
     """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
+    from curator.service.memory import Memory
+    from curator.settings import load_settings
+
     target = state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
     chat_id = "lantern-road"
-    with Memory(target) as memory:
+    settings = load_settings(target)
+    # Small embedding batches, so the progress bar moves while the example's memory is embedded.
+    settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(update={"batch_size": 8})})
+    with Memory(target, settings) as memory:
         if chat_id in memory.chats():
             memory.store.delete_chat(chat_id)
         record = memory.import_(chat_id, example_file("lantern_road.graph.json"))
@@ -330,6 +363,7 @@ def demo(json_: JsonOpt = False) -> None:
         console.out.print(f"[bold]memory-curator demo[/]: the example chat ({floors} floors) and its memory, "
                           f"in {target}\n")
         console.print_graph(chat_id, graph, memory.chat(chat_id).schema)
+        _embed_with_progress(memory, chat_id)
         messages = memory.store.messages(chat_id)
         console.out.print("\n[bold]Recall[/] for a few user turns of the chat (hybrid, no LLM):")
         for floor in DEMO_TURNS:
@@ -340,6 +374,23 @@ def demo(json_: JsonOpt = False) -> None:
 
 
 DEMO_TURNS = (20, 38, 46)
+
+
+def _embed_with_progress(memory, chat_id: str) -> None:
+    """Recall needs the graph's vectors: embed them first, with a bar (the local model loads on first use)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    profile = memory.settings.embedding
+    console.err.print(f"embedding the example's memory for recall with {profile.provider}:{profile.model} "
+                      "(once per data directory; the model loads on first use)")
+    with Progress(TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("documents"),
+                  TimeElapsedColumn(), console=console.err) as progress:
+        task = progress.add_task("embed", total=None)
+        report = memory.rebuild_vectors(chat_id, progress=lambda done, total: progress.update(task, completed=done,
+                                                                                              total=total))
+    if report.failed:
+        raise CuratorError(f"embedding failed for {len(report.failed)} node(s): {next(iter(report.failed.values()))}",
+                           "Check the `embedding` profile in config.yaml (`curator vectors status` shows it).")
 
 
 def main() -> None:

@@ -50,7 +50,7 @@ def _change_line(change: dict) -> str:
 
 def _run(call: Callable, json_: bool, label: str = "working") -> None:
     """`call(memory, progress)` runs the operation; the progress bar shows only for operations that report."""
-    with open_memory() as memory, _progress(label, json_) as progress:
+    with open_memory(existing=True) as memory, _progress(label, json_) as progress:
         report = call(memory, progress)
     _show(report, json_)
 

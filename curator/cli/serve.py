@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 
 from curator.cli import console
-from curator.extract.chatfile import read_chat
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported
 from curator.errors import CuratorError
 
@@ -36,6 +35,7 @@ def serve(
     from curator.service.server.security import Limits, check_bind
 
     check_bind(host, token)
+    _check_port_free(host, port)  # before the banner: a busy port is one line, not a banner and a traceback
     memory = open_memory()
     config = ServiceConfig(token=token, limits=Limits(max_body_bytes=int(max_body_mb * 1024 * 1024),
                                                       rate_per_minute=rate),
@@ -48,6 +48,20 @@ def serve(
         uvicorn.run(app_, host=host, port=port, log_level="warning")
     finally:
         memory.close()
+
+
+def _check_port_free(host: str, port: int) -> None:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CuratorError(f"cannot listen on {host}:{port}: {exc.strerror}",
+                               "Another program (perhaps another `curator serve`) holds the port: stop it or pass "
+                               "--port N.") from None
 
 
 @app.command()
@@ -78,6 +92,8 @@ def sync(
     json_: JsonOpt = False,
 ) -> None:
     """Follow an edited chat: roll memory back from the first changed floor, then re-extract from there."""
+    from curator.extract.chatfile import read_chat
+
     messages = read_chat(file).messages
     with open_memory() as memory:
         report = memory.sync(chat, messages, start=start)
@@ -114,7 +130,7 @@ def rebuild(
     """Clear the chat's memory and extract every floor again (costs one extraction per due step)."""
     if not yes and not json_ and os.isatty(0):
         typer.confirm(f"Clear all memory of chat {chat!r} and extract it again?", abort=True)
-    with open_memory() as memory:
+    with open_memory(existing=True) as memory:
         memory.chat(chat)
         result = memory.rebuild(chat)
     if json_:

@@ -29,6 +29,7 @@ def read_chat(path: str | Path) -> ChatFile:
 
 
 def parse_chat(text: str, source: str = "<chat>") -> ChatFile:
+    _not_a_graph(text, source)
     records = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -46,6 +47,14 @@ def parse_chat(text: str, source: str = "<chat>") -> ChatFile:
     if "mes" in first or "user_name" in first or "chat_metadata" in first:
         return _sillytavern(records, source)
     return _plain(records, source)
+
+
+def _not_a_graph(text: str, source: str) -> None:
+    """A memory-curator graph file (`*.graph.json`) given where a chat belongs: say which command reads it."""
+    head = text.lstrip()[:4096]
+    if head.startswith("{") and '"memory-curator/graph"' in head:
+        raise ChatFileError(f"{source}: this is a memory-curator graph file, not a chat",
+                            "Load it with `curator import FILE --chat ID`; nothing was stored.")
 
 
 def _sillytavern(records: list[tuple[int, dict]], source: str) -> ChatFile:

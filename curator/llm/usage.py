@@ -33,6 +33,12 @@ def usage_totals(store: Store, chat_id: str) -> dict[str, dict]:
 
 
 def extraction_failures(store: Store, chat_id: str) -> list[dict]:
-    rows = store.conn.execute("SELECT floor, seq, reason, at FROM extraction_log WHERE chat_id=? AND ok=0 ORDER BY id",
-                              (chat_id,))
+    """The floors whose extraction failed and that no later run has extracted: one row per floor, with its latest
+    reason, how many attempts failed, and the LLM calls the latest attempt made (a step can fail with every call
+    answered, e.g. output that stayed invalid, so failed steps and failed calls are counted apart)."""
+    rows = store.conn.execute(
+        "SELECT f.floor, f.seq, f.reason, f.at, f.calls, (SELECT COUNT(*) FROM extraction_log a WHERE "
+        "a.chat_id=f.chat_id AND a.floor=f.floor AND a.ok=0) AS attempts FROM extraction_log f "
+        "WHERE f.chat_id=? AND f.ok=0 AND f.id=(SELECT MAX(id) FROM extraction_log l WHERE l.chat_id=f.chat_id "
+        "AND l.floor=f.floor) ORDER BY f.id", (chat_id,))
     return [dict(r) for r in rows]

@@ -52,6 +52,7 @@ class Injection:
     reused: bool = False
     graph_version: int = 0
     text: str = ""
+    fallback: dict | None = None  # {"from": "llm", "reason": ...} when the requested mode failed and hybrid ran
 
     @property
     def tokens(self) -> int:
@@ -59,7 +60,8 @@ class Injection:
 
     def to_dict(self) -> dict:
         return {
-            "chat": self.chat_id, "query": self.query, "mode": self.mode, "reused": self.reused,
+            "chat": self.chat_id, "query": self.query, "mode": self.mode, "fallback": self.fallback,
+            "reused": self.reused,
             "graph_version": self.graph_version,
             "blocks": {"persistent": [c.to_dict() for c in self.persistent],
                        "recalled": [c.to_dict() for c in self.recalled]},

@@ -77,6 +77,7 @@ def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView,
             injection.usage.add(record)
     if chosen:
         return chosen
+    injection.mode, injection.fallback = "hybrid", {"from": "llm", "reason": reason}  # what ran, and why
     fallback = recaller._hybrid(chat_id, version, graph, query, pool, opts)
     return [Chosen(c.node, c.score, f"hybrid fallback ({reason}): {c.reason}") for c in fallback]
 

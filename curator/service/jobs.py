@@ -25,6 +25,11 @@ log = logging.getLogger("curator.jobs")
 ACTIVE = ("queued", "running")
 
 
+class JobFailed(CuratorError):
+    """A job's work reported a failure it expects (a request cap, a model error the step recorded): the job
+    fails with the reason, and the log gets one line, not a traceback."""
+
+
 class JobCancelled(Exception):
     """Raised inside a job by `JobContext.check` once the job was asked to stop."""
 
@@ -149,7 +154,10 @@ class JobRunner:
             else:
                 self._update(ctx.job_id, state="cancelled")
         except Exception as exc:
-            log.exception("job %s failed", ctx.job_id)
+            if isinstance(exc, CuratorError):  # a deliberate error says what went wrong: one line is enough
+                log.warning("job %s (%s, chat %s) failed: %s", ctx.job_id, ctx.kind, ctx.chat_id, exc)
+            else:
+                log.exception("job %s failed", ctx.job_id)
             hint = getattr(exc, "hint", "")
             self._update(ctx.job_id, state="failed", error=f"{type(exc).__name__}: {exc}" + (f" ({hint})" if hint else ""))
         finally:

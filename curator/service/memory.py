@@ -8,23 +8,23 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from pydantic_ai.models import Model
-
 from curator.schemas import Schema, load_schema
 
 from curator.extract.chatfile import read_chat
 from curator.store.exchange import ImportMode, export_graph, import_graph, read_graph_file
-from curator.extract.extractor import ExtractionResult, Extractor, due_floors
-from curator.extract.ingest import IngestReport, ingest
-from curator.llm.models import Usage
 from curator.store.messages import Message
 from curator.paths import data_dir as resolve_data_dir
 from curator.store.queries import GraphView
-from curator.settings import Settings, load_settings
 from curator.store.store import Chat, CommitRecord, RollbackResult, Store
-from curator.llm.usage import extraction_failures, usage_totals
 
+# Model access (pydantic-ai), the extractor, settings (which name the embedders) and the vector index load when an
+# operation needs them: `curator show` or `curator chats` reads the store and nothing else.
 if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from curator.extract.extractor import ExtractionResult
+    from curator.extract.ingest import IngestReport
+    from curator.settings import Settings
     from curator.extract.curator_agent import CurateResult
     from curator.recall.injection import Injection
     from curator.maintenance import Maintainer, MaintenanceReport
@@ -46,6 +46,8 @@ class Memory:
     def settings(self) -> Settings:
         """Model profiles and extraction settings (`<data>/config.yaml` and the environment), read once."""
         if self._settings is None:
+            from curator.settings import load_settings
+
             self._settings = load_settings(self.data_dir)
         return self._settings
 
@@ -99,6 +101,8 @@ class Memory:
                 maintenance_model: Model | None = None) -> list[ExtractionResult]:
         """Extract the reply at `floor`, or every reply still due; stops at the first failure. Scheduled
         maintenance runs after each step (its reports in `result.maintenance`), see `_after_step`."""
+        from curator.extract.extractor import Extractor, due_floors
+
         after_step = self._after_step(model, maintenance_model)
 
         async def run() -> list[ExtractionResult]:
@@ -121,12 +125,16 @@ class Memory:
         """Replay a chat file into memory, extracting floor by floor; a rerun continues where it stopped.
         The chat's `extraction.channel` says whether the extractor, the curator agent or both write.
         Scheduled maintenance runs after each extraction step (see `_after_step`)."""
+        from curator.extract.ingest import ingest
+
         return asyncio.run(ingest(self.store, chat_id, path, self.settings, schema=schema, model=model,
                                   on_step=on_step, limit=limit, curate_model=curate_model,
                                   after_step=self._after_step(model, maintenance_model)))
 
     def usage(self, chat_id: str) -> dict:
         """LLM calls, tokens and latency of a chat, per task and in all, and the failed extraction steps."""
+        from curator.llm.usage import extraction_failures, usage_totals
+
         self.store.chat(chat_id)
         return {"usage": usage_totals(self.store, chat_id), "failed_steps": extraction_failures(self.store, chat_id)}
 
@@ -270,6 +278,8 @@ class Memory:
         """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
         earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then extracts what
         is due (the report's `due` lists those floors either way)."""
+        from curator.extract.extractor import due_floors
+
         report = self.history.sync(chat_id, messages, start)
         if extract and report.due:
             self.extract_due(chat_id, model=model)
@@ -279,6 +289,7 @@ class Memory:
     def extract_due(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
                     should_stop: Callable[[], bool] | None = None) -> list[ExtractionResult]:
         """Extract every floor still due, step by step; stops at the first failure or when `should_stop()`."""
+        from curator.extract.extractor import Extractor
         from curator.sync.history import extract_due
 
         extractor = Extractor(self.store, self.settings, model=model)
@@ -287,6 +298,9 @@ class Memory:
     def rebuild(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
                 should_stop: Callable[[], bool] | None = None) -> dict:
         """Clear the chat's memory and extract every floor again (`curator rebuild`)."""
+        from curator.extract.extractor import due_floors
+        from curator.llm.models import Usage
+
         removed = self.history.clear(chat_id)
         results = self.extract_due(chat_id, model=model, on_step=on_step, should_stop=should_stop)
         usage = Usage()

@@ -111,13 +111,27 @@ def read_graph_file(path: str | Path, max_bytes: int = MAX_IMPORT_BYTES) -> tupl
                                  "Raise the limit with --max-bytes if the file is trusted."), str(path))
 
 
+_CHAT_HINT = "This is a chat file, not a graph: load chats with `curator ingest FILE --chat ID`; nothing was imported."
+
+
+def _looks_like_chat(text: str) -> bool:
+    """A SillyTavern .jsonl or plain JSONL chat given where a graph file belongs."""
+    try:
+        first = json.loads(text.lstrip().split("\n", 1)[0])
+    except json.JSONDecodeError:
+        return False
+    return isinstance(first, dict) and bool({"mes", "user_name", "chat_metadata", "role"} & set(first))
+
+
 def parse_graph(text: str, source: str = "<graph>") -> tuple[GraphFile, Schema, str]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ImportFileError(f"{source}, line {exc.lineno}, column {exc.colno}: not valid JSON: {exc.msg}") from None
+        raise ImportFileError(f"{source}, line {exc.lineno}, column {exc.colno}: not valid JSON: {exc.msg}",
+                              _CHAT_HINT if _looks_like_chat(text) else None) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ImportFileError(f"{source}: not a {FORMAT} file (its 'format' must be {FORMAT!r})")
+        raise ImportFileError(f"{source}: not a {FORMAT} file (its 'format' must be {FORMAT!r})",
+                              _CHAT_HINT if _looks_like_chat(text) else None)
     if not isinstance(data.get("version"), int) or data["version"] > VERSION:
         raise ImportFileError(f"{source}: graph format version {data.get('version')!r} is not supported "
                               f"(this package reads up to {VERSION})", "Upgrade memory-curator to import it.")
@@ -204,9 +218,11 @@ def import_graph(store: Store, chat_id: str, graph: GraphFile, schema: Schema, m
     """Land a checked graph in `chat_id` as one `import` commit. A new chat takes the file's schema; an
     existing chat keeps its own, and the file must fit it."""
     if mode == "bind_floor" and floor is None:
-        raise ImportFileError("mode bind_floor needs a floor (--floor N)")
+        raise ImportFileError("mode bind_floor needs a floor (--floor N)",
+                              "Add --floor N (the floor every imported node binds to); nothing was imported.")
     if mode != "bind_floor" and floor is not None:
-        raise ImportFileError("--floor is only used with --mode bind_floor")
+        raise ImportFileError("--floor is only used with --mode bind_floor",
+                              "Drop --floor, or add --mode bind_floor; nothing was imported.")
     created = not store.has_chat(chat_id)
     if created:
         store.create_chat(chat_id, schema)

@@ -23,4 +23,8 @@ def mount_panel(app: FastAPI) -> None:
     def panel_root() -> RedirectResponse:
         return RedirectResponse(PANEL_PATH + "/")
 
+    @app.get("/", include_in_schema=False)
+    def site_root() -> RedirectResponse:  # a browser pointed at the service lands on the panel
+        return RedirectResponse(PANEL_PATH + "/")
+
     app.mount(PANEL_PATH, StaticFiles(directory=STATIC_DIR, html=True), name="panel")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi_offline import FastAPIOffline
 from pydantic_ai.models import Model
 
 from curator.schemas import SchemaError
@@ -45,7 +46,8 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
         yield
         service.jobs.shutdown(wait=True)
 
-    app = FastAPI(title="memory-curator", version=__version__, lifespan=lifespan,
+    # FastAPIOffline: /docs and /redoc load their scripts from the package (fastapi-offline), not from a CDN
+    app = FastAPIOffline(title="memory-curator", version=__version__, lifespan=lifespan,
                   description="Memory for long role-play chats: sync, recall, graph, jobs; an OpenAI-compatible "
                               "proxy at /v1/chat/completions.")
     app.state.service = service

@@ -17,6 +17,7 @@ from curator.schemas import schema_from_data
 
 from curator.errors import NotFound
 from curator.extract.extractor import due_floors, last_extracted_floor
+from curator.llm.usage import extraction_failures
 from curator.store.store import utc_now
 from curator.service.server.deps import ServiceDep, Strict
 from curator.service.server.routes_work import RecallIn
@@ -90,7 +91,7 @@ def overview(chat_id: str, service: ServiceDep) -> dict:
     extractions = [dict(r) for r in conn.execute(
         "SELECT floor, seq, ok, reason, commit_id, active_types, calls, input_tokens, output_tokens, latency_ms, at "
         "FROM extraction_log WHERE chat_id=? ORDER BY id DESC LIMIT ?", (chat_id, RECENT))]
-    failures = conn.execute("SELECT COUNT(*) FROM extraction_log WHERE chat_id=? AND ok=0", (chat_id,)).fetchone()[0]
+    failures = len(extraction_failures(memory.store, chat_id))  # still failing: a later run may have extracted it
     log = service_log(service)
     return {
         "chat": {"id": chat.id, "schema": chat.schema.name, "types": list(chat.schema.types),

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 
 from curator.errors import CuratorError
 
-OPEN_PATHS = {"/api/v1/health"}  # answered without a token (liveness checks)
+OPEN_PATHS = {"/api/v1/health", "/"}  # answered without a token (liveness checks; `/` redirects to the panel)
 # The panel's static files hold no data (everything it shows comes from the API with the token), and a browser
 # cannot send a bearer header when it navigates to a page.
 OPEN_PREFIXES = ("/panel/",)

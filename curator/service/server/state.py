@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pydantic_ai.models import Model
 
 from curator.extract.extractor import Extractor, due_floors
-from curator.service.jobs import ChatLocks, JobContext, JobKind, JobRunner
+from curator.service.jobs import ChatLocks, JobContext, JobFailed, JobKind, JobRunner
 from curator.service.memory import Memory
 from curator.sync.history import HistoryReport, extract_due
 
@@ -119,7 +119,7 @@ def _maintenance_job(service: Service, ctx: JobContext, op: str) -> dict:
     with ctx.writer:
         report = calls[op]()
     if not report.ok:
-        raise RuntimeError(f"{op} failed: {report.error}")
+        raise JobFailed(f"{op} failed: {report.error}")
     return report.to_dict()
 
 
@@ -141,7 +141,7 @@ def _curate_job(service: Service, ctx: JobContext) -> dict:
         results.append(result.to_dict())
         ctx.progress(count, len(floors), f"floor {result.floor}: {'ok' if result.ok else result.reason}")
         if not result.ok:
-            raise RuntimeError(f"curation of floor {result.floor} failed: {result.reason}")
+            raise JobFailed(f"curation of floor {result.floor} failed: {result.reason}")
     return {"runs": results}
 
 
@@ -182,5 +182,5 @@ def _steps(results: list) -> dict:
         usage.merge(r.usage)
     failed = next((r for r in results if not r.ok), None)
     if failed is not None:
-        raise RuntimeError(f"extraction of floor {failed.floor} failed: {failed.reason}")
+        raise JobFailed(f"extraction of floor {failed.floor} failed: {failed.reason}")
     return {"steps_done": len(results), "floors": [r.floor for r in results], "usage": usage.to_dict()}

@@ -19,7 +19,7 @@ evidence dia_ids covered by the top-k items of the same conversation; MRR uses t
 evidence. Recipes are tuned on conv-26/41/43 ("tune"); conv-47/49 ("held-out") are only reported. Only about 80% of
 evidence dia_ids are covered by any observation at all, so no ranking gets R@k above that ceiling (printed).
 
-Run from the repository root: ``python bench/recall_locomo_candidates.py [--quick] [--json] [--grid]``.
+Run from the repository root: ``python studies/recall_locomo_candidates.py [--quick] [--json] [--grid]``.
 ``--quick``: conv-26 and conv-47 only, 30 questions each, few timing samples. ``--grid``: rerun the parameter sweep
 on the tuning conversations that chose the recommended recipes. Embeddings are cached in
 ``$TMPDIR/memory_curator_recall_cache`` (``--no-cache`` recomputes); timings are always measured afresh.

@@ -1,0 +1,69 @@
+"""The service as a new user meets it: `/` leads to the panel, `/docs` works offline, a busy port is one line, a
+job that fails for an expected reason logs one line."""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+
+import httpx2
+
+import curator
+from curator.service.jobs import ChatLocks, JobFailed, JobKind, JobRunner
+from curator.service.server import ServiceConfig, create_app
+from curator.service.server.runner import ThreadedServer
+from curator.store.store import Store
+from test_first_minutes import run
+
+
+def test_root_leads_to_the_panel_and_docs_need_no_cdn(tmp_path):
+    memory = curator.open(tmp_path / "data")
+    with ThreadedServer(create_app(memory, ServiceConfig(token="t0ken"))) as server, \
+            httpx2.Client(base_url=server.url, timeout=30) as client:
+        root = client.get("/")  # a browser cannot send the token: `/` is open and only redirects
+        assert root.status_code in (302, 307) and root.headers["location"] == "/panel/"
+        assert client.get("/", follow_redirects=True).text.count("<html") == 1
+        docs = client.get("/docs", headers={"authorization": "Bearer t0ken"})
+        assert docs.status_code == 200
+        assets = re.findall(r"""(?:src|href)=['"]([^'"]+)['"]""", docs.text)
+        assert assets and not [a for a in assets if "://" in a]  # nothing from another host
+        for asset in assets:
+            got = client.get(asset, headers={"authorization": "Bearer t0ken"})
+            assert got.status_code == 200 and len(got.content) > 1000, asset
+        assert "swagger-ui-bundle.js" in docs.text
+    memory.close()
+
+
+def test_serve_on_a_busy_port_is_one_line_without_the_banner(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = run("serve", "--port", str(port), data=tmp_path, check=False)
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and "--port N" in " ".join(proc.stderr.split())
+    assert "service on" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_expected_job_failure_logs_one_line(tmp_path, default_schema, caplog):
+    store = Store(tmp_path)
+    store.create_chat("c", default_schema)
+
+    def capped(ctx):
+        raise JobFailed("curation of floor 3 failed: the request cap (16) was reached")
+
+    def broken(ctx):
+        raise KeyError("a bug")
+
+    runner = JobRunner(store, ChatLocks(), {"curate": JobKind(capped), "extract": JobKind(broken)})
+    with caplog.at_level(logging.WARNING, logger="curator.jobs"):
+        expected = runner.wait(runner.submit("c", "curate")["id"])
+        bug = runner.wait(runner.submit("c", "extract")["id"])
+    assert expected["state"] == bug["state"] == "failed" and "request cap" in expected["error"]
+    lines = {r.getMessage(): r for r in caplog.records if r.name == "curator.jobs"}
+    one = next(r for m, r in lines.items() if "request cap" in m)
+    assert one.exc_info is None and one.levelno == logging.WARNING and "\n" not in one.getMessage()
+    assert any(r.exc_info for r in lines.values())  # an unexpected error keeps its traceback
+    runner.shutdown()
+    store.close()
