@@ -28,7 +28,7 @@ from starlette.background import BackgroundTask
 
 from curator.errors import CuratorError
 from curator.store.messages import Message
-from curator.service.proxy_match import KIND_HEADER, adopt_client_copies, continued, request_kind, window_start
+from curator.service.proxy_match import KIND_HEADER, continued, request_kind, sync_request, window_start  # noqa: F401
 from curator.service.proxy_upstream import no_upstream, upstream_error, upstream_headers
 from curator.service.proxy_upstream import router as upstream_router
 from curator.service.server.security import error_body
@@ -88,12 +88,13 @@ def _chat_id(request: Request, body: dict, path_chat: str | None) -> str:
     chat_id = path_chat or request.headers.get(CHAT_HEADER) or body.get("user")
     if not chat_id or not isinstance(chat_id, str):
         base = str(request.base_url).rstrip("/")
-        raise CuratorError(
-            "no chat id: the proxy keeps one memory per chat and this request does not say which chat it is",
-            f"In SillyTavern (API: Chat Completion, source: Custom (OpenAI-compatible)) set Custom Endpoint "
-            f"(Base URL) to {base}/v1/chats/<chat id>, e.g. {base}/v1/chats/my-story; or keep {base}/v1 and add "
-            f"the header `X-Curator-Chat: <chat id>` under Additional Parameters > Include Headers. Other clients: "
-            f"the path /v1/chats/<chat id>/chat/completions, that header, or the request's `user` field.")
+        raise CuratorError(  # the message is what SillyTavern shows: it says what to set there
+            f"no chat id: the proxy keeps one memory per chat. In SillyTavern (API: Chat Completion, source: "
+            f"Custom (OpenAI-compatible)) set Custom Endpoint (Base URL) to {base}/v1/chats/<chat id>, e.g. "
+            f"{base}/v1/chats/my-story; or keep {base}/v1 and add `X-Curator-Chat: <chat id>` under Additional "
+            f"Parameters > Include Headers.",
+            "Other clients: the path /v1/chats/<chat id>/chat/completions, the X-Curator-Chat header, or the "
+            "request's `user` field.")
     return chat_id
 
 
@@ -184,10 +185,7 @@ def _prepare(service, chat_id: str, floors: list[Message]) -> tuple[object | Non
     if not floors:
         return None, len(service.memory.store.messages(chat_id))  # a system-only call: memory stays as it is
     with service.writer(chat_id):
-        stored = service.memory.store.messages(chat_id)
-        start = window_start(stored, floors)
-        adopt(service.memory.store, chat_id, adopt_client_copies(stored, floors, start))
-        service.sync(chat_id, floors, start, extract=False)
+        start = sync_request(service, chat_id, floors)
     user = next((i for i in range(len(floors) - 1, -1, -1) if floors[i].role == "user"), None)
     if user is None:
         return None, start
@@ -218,16 +216,6 @@ def _stream_text(chunks: list[str]) -> str:
 
 def _after_stream(service, chat_id: str, floor: int, chunks: list[str], kind: str = "chat") -> None:
     _remember(service, chat_id, floor, _stream_text(chunks), kind)
-
-
-def adopt(store, chat_id: str, copies: dict[int, Message]) -> None:
-    """Store the front end's copies of floors as the floors' text (same floor: no rollback, memory stays)."""
-    if not copies:
-        return
-    with store.transaction() as conn:
-        conn.executemany("UPDATE messages SET name=?, text=?, hash=? WHERE chat_id=? AND floor=?",
-                         [(m.name, m.text, m.hash, chat_id, f) for f, m in sorted(copies.items())])
-        conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=?", (chat_id,))
 
 
 def _remember(service, chat_id: str, floor: int, text: str, kind: str = "chat") -> None:

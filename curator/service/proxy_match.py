@@ -66,6 +66,9 @@ def same_floor(stored: Message, client: Message) -> bool:
         cut = _without_prefix(text)
         if cut is not None:
             candidates.append((squash(cut), other) if old_side else (other, squash(cut)))
+    old_cut, new_cut = _without_prefix(stored.text), _without_prefix(client.text)
+    if old_cut is not None and new_cut is not None:
+        candidates.append((squash(old_cut), squash(new_cut)))
     for old_text, new_text in candidates:
         if old_text == new_text:
             return True
@@ -115,6 +118,69 @@ def adopt_client_copies(stored: Sequence[Message], floors: Sequence[Message], st
             break  # a real change: from here on history sync decides
         adopted[floor] = Message(client.role, client.name, client.text, old.swipe_id, list(old.swipes), old.sent_at)
     return adopted
+
+
+class ShelvedCopies:
+    """The replies the proxy saw go on the swipe shelf (regenerated or swiped away), per chat and floor. When the
+    front end swipes back it sends its own copy of one; that copy stands for the shelved reply, so the shelf
+    restores its memory with no model call. Kept in memory only: losing it costs a model call, never correctness."""
+
+    KEEP = 8  # replies remembered per floor
+
+    def __init__(self):
+        self.entries: dict[tuple[str, int], list[Message]] = {}
+
+    def remember(self, chat_id: str, floor: int, message: Message) -> None:
+        kept = self.entries.setdefault((chat_id, floor), [])
+        if message not in kept:
+            kept.append(message)
+            del kept[:-self.KEEP]
+
+    def original(self, chat_id: str, floor: int, client: Message) -> Message | None:
+        for message in reversed(self.entries.get((chat_id, floor), [])):
+            if message.hash != client.hash and same_floor(message, client):
+                return message
+        return None
+
+
+def sync_request(service, chat_id: str, floors: list[Message]) -> int:
+    """Sync a request's floors into the chat (under the chat's writer lock, held by the caller): line them up
+    with the stored chat, adopt the front end's copies of stored floors, let a copy of a shelved reply bring
+    its memory back, then history sync for the rest. Returns the floor the request starts at."""
+    store = service.memory.store
+    copies = getattr(service, "shelved_copies", None)
+    if copies is None:
+        copies = service.shelved_copies = ShelvedCopies()
+    stored = store.messages(chat_id)
+    start = window_start(stored, floors)
+    adopted = adopt_client_copies(stored, floors, start)
+    adopt(store, chat_id, adopted)
+    synced, restored = list(floors), {}
+    first = next((i for i in range(len(floors)) if start + i >= len(stored)
+                  or (start + i not in adopted and stored[start + i].hash != floors[i].hash)), None)
+    if first is not None and floors[first].role == "assistant":
+        original = copies.original(chat_id, start + first, floors[first])
+        if original is not None:  # a swipe back to a reply the shelf holds in the proxy's recorded form
+            synced[first] = original
+            restored[start + first] = floors[first]
+    before = store.messages(chat_id) if adopted else stored
+    report, _job = service.sync(chat_id, synced, start, extract=False)
+    if report.shelved and report.dirty_floor is not None and report.dirty_floor < len(before):
+        copies.remember(chat_id, report.dirty_floor, before[report.dirty_floor])
+    if restored:
+        adopt(store, chat_id, {f: Message(m.role, m.name, m.text) for f, m in restored.items()})
+    return start
+
+
+def adopt(store, chat_id: str, copies: dict[int, Message]) -> None:
+    """Store the front end's copies of floors as the floors' text: the same floor, so no rollback, and the
+    memory extracted from it stays."""
+    if not copies:
+        return
+    with store.transaction() as conn:
+        conn.executemany("UPDATE messages SET name=?, text=?, hash=? WHERE chat_id=? AND floor=?",
+                         [(m.name, m.text, m.hash, chat_id, f) for f, m in sorted(copies.items())])
+        conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=?", (chat_id,))
 
 
 def request_kind(messages: list[dict], header: str | None = None,
