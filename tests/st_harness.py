@@ -157,6 +157,13 @@ class SillyTavern:
             yield client
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a client that hung up (a proxy timeout test): not news
+        pass
+
+
 class Upstream:
     """The chat model behind the proxy, on loopback. Each generation answers with the next queued text (a list of
     texts for `n` choices); a request with an empty queue answers "...". Streams when asked; `/v1/models` lists
@@ -219,14 +226,36 @@ class Upstream:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def settle(base_url: str, memory, chat: str, timeout: float = 120.0, quiet: float = 0.2) -> None:
+    """Wait until the service's background work for `chat` is done: no job queued or running, no floor due for
+    extraction, and the stored chat unchanged for `quiet` seconds (a reply is stored just after its response)."""
+    from curator.extract.extractor import due_floors
+
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    with httpx2.Client(base_url=base_url, timeout=30) as http:
+        while time.monotonic() < deadline:
+            jobs = http.get("/api/v1/jobs", params={"chat": chat}).json()["jobs"]
+            assert all(j["state"] != "failed" for j in jobs), jobs
+            idle = all(j["state"] not in ("queued", "running") for j in jobs)
+            known = memory.store.has_chat(chat)
+            state = (memory.store.messages_version(chat), len(memory.store.commits(chat))) if known else None
+            if state != last:
+                last, since = state, time.monotonic()
+            elif idle and (not known or not due_floors(memory.store, chat, memory.settings)) \
+                    and time.monotonic() - since >= quiet:
+                return
+            time.sleep(0.02)
+    raise AssertionError(f"chat {chat!r} did not settle in {timeout:.0f} s")
 
 
 def sse_text(raw: str) -> str:

@@ -4,19 +4,21 @@ endpoints around chat completions, an upstream that is down; and hand-written me
 from __future__ import annotations
 
 import logging
-import time
 
 import httpx2
 import pytest
 
 import curator
+from curator.extract.chatfile import read_chat
 from curator.extract.scripted import reply_text, scripted_model
+from curator.paths import example_file
 from curator.service.proxy import ProxyConfig
 from curator.service.proxy_match import request_kind, same_floor, window_start
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 from curator.store.messages import Message, floor_hash
 
+import st_harness
 from st_harness import IMPERSONATE, SUMMARIZE, Upstream, free_port
 
 
@@ -68,25 +70,27 @@ def test_the_floor_hash_leaves_the_swipe_index_out_and_old_hashes_are_accepted(m
     assert not report.rebuilt and report.dirty_floor is None
 
 
+_memories: dict = {}  # service URL -> its memory, for settle()
+
+
 @pytest.fixture
 def service(tmp_path):
     upstream = Upstream()
     calls: list[int] = []
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "config.yaml").write_text("embedding: {provider: local, model: use-m3}\n")  # fast embedder
     memory = curator.open(tmp_path / "data")
     app = create_app(memory, ServiceConfig(model=scripted_model(calls), upstream=upstream.url))
     with ThreadedServer(app) as server, httpx2.Client(base_url=server.url, timeout=30) as http:
+        _memories[server.url] = memory
         yield http, upstream, memory, server, calls, app
     upstream.close()
     memory.close()
 
 
 def settle(http, chat):
-    for _ in range(1000):
-        jobs = http.get("/api/v1/jobs", params={"chat": chat}).json()["jobs"]
-        if all(j["state"] not in ("queued", "running") for j in jobs):
-            return
-        time.sleep(0.02)
-    raise AssertionError("extraction did not settle")
+    memory = _memories[str(http.base_url).rstrip("/")]
+    st_harness.settle(str(http.base_url), memory, chat)
 
 
 def ask(http, chat, messages, **extra):
@@ -179,3 +183,21 @@ def test_a_fact_written_by_hand_survives_a_regenerate_and_a_swipe(service):
     ask(http, "m", [{"role": "user", "content": "Hello instead"}])
     settle(http, "m")
     assert not memory.graph("m").find_by_name("Saela")
+
+
+def test_a_chat_ingested_from_a_sillytavern_file_continues_through_the_proxy_without_a_rollback(service):
+    """The file's swipe ids and names are nothing the proxy sees; SillyTavern sends the chat without them."""
+    http, upstream, memory, _server, calls, _app = service
+    messages = read_chat(example_file("lantern_road.jsonl")).messages
+    memory.create_chat("road", "default")
+    assert memory.sync("road", messages, extract=True, model=scripted_model()).due == []  # ingested
+    assert any(m.swipe_id for m in messages)
+    commits = [c.id for c in memory.store.commits("road")]
+    sent = [{"role": m.role, "content": m.text} for m in messages] + [{"role": "user", "content": "Onwards."}]
+    upstream.queue.append(["Eileen went to the bridge and found a lantern."])
+    assert ask(http, "road", sent).status_code == 200
+    settle(http, "road")
+    assert [c.id for c in memory.store.commits("road")][:len(commits)] == commits  # nothing rolled back
+    stored = memory.store.messages("road")
+    assert len(stored) == len(messages) + 2 and stored[-1].text.startswith("Eileen went"), [m.text[:30] for m in stored[-3:]]
+    assert calls == [len(messages) + 1], http.get("/api/v1/jobs", params={"chat": "road"}).json()  # the new reply only

@@ -11,9 +11,7 @@ dependencies come from the registry the first time and from a cache folder after
 from __future__ import annotations
 
 import re
-import time
 
-import httpx2
 import pytest
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -71,15 +69,8 @@ def sillytavern(tmp_path_factory):
 
 
 def settle(server, chat=CHAT):
-    """Wait until the chat's background extraction jobs are done (a user reads the reply meanwhile)."""
-    with httpx2.Client(base_url=server.url + "/api/v1") as http:
-        for _ in range(1500):
-            jobs = http.get("/jobs", params={"chat": chat}).json()["jobs"]
-            if all(j["state"] not in ("queued", "running") for j in jobs):
-                assert all(j["state"] == "done" for j in jobs), jobs
-                return
-            time.sleep(0.02)
-    raise AssertionError("extraction did not settle")
+    """Wait until the chat's background extraction is done (a user reads the reply meanwhile)."""
+    st_harness.settle(server.url, server.server.config.app.state.service.memory, chat)
 
 
 def raw(floor: int, variant: int = 0, style: int = 0) -> str:
