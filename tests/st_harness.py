@@ -71,24 +71,30 @@ def cache_dir() -> Path:
 
 
 def _dependencies(folder: Path) -> None:
-    """`folder/node_modules`: from the cache when its package-lock matches, else `npm ci` (then cached)."""
+    """`folder/node_modules`: a link to the cached install when its package-lock matches, else `npm ci` into the
+    cache (then linked), or into `folder` itself when the cache cannot be written."""
     lock = hashlib.sha256((folder / "package-lock.json").read_bytes()).hexdigest()
     cache = cache_dir()
-    if (cache / "stamp").is_file() and (cache / "stamp").read_text() == lock and (cache / "node_modules").is_dir():
-        (folder / "node_modules").symlink_to(cache / "node_modules", target_is_directory=True)
-        return
-    subprocess.run(["npm", "ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-                   cwd=folder, check=True, timeout=900, capture_output=True)
-    try:  # keep it for the next run; a cache that cannot be written is no error
+    if not ((cache / "stamp").is_file() and (cache / "stamp").read_text() == lock and (cache / "node_modules").is_dir()):
         staging = cache.with_name(cache.name + f".tmp{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        shutil.copytree(folder / "node_modules", staging / "node_modules", symlinks=True)
+        try:
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            for name in ("package.json", "package-lock.json"):
+                shutil.copy(folder / name, staging / name)
+        except OSError:  # no cache here: install in place
+            _npm_ci(folder)
+            return
+        _npm_ci(staging)
         (staging / "stamp").write_text(lock)
         shutil.rmtree(cache, ignore_errors=True)
         staging.rename(cache)
-    except OSError:
-        pass
+    (folder / "node_modules").symlink_to(cache / "node_modules", target_is_directory=True)
+
+
+def _npm_ci(folder: Path) -> None:
+    subprocess.run(["npm", "ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+                   cwd=folder, check=True, timeout=900, capture_output=True)
 
 
 def free_port() -> int:
