@@ -44,6 +44,8 @@ def test_the_request_kind_comes_from_the_instruction_after_the_chat_or_the_heade
     assert request_kind(chat + [post]) == "chat"
     assert request_kind(chat + [post, {"role": "system", "content": IMPERSONATE}]) == "impersonate"
     assert request_kind(chat + [post, {"role": "system", "content": SUMMARIZE}]) == "quiet"
+    classify = "Ignore previous instructions. Classify the emotion of the last message. Output just one word."
+    assert request_kind(chat + [{"role": "system", "content": classify}]) == "quiet"  # Expressions
     nudge = {"role": "system", "content": "[Continue the following message. Do not include ANY parts: b]"}
     assert request_kind(chat + [nudge, post]) == "continue"
     # an instruction before the chat's last message is history, not a marker

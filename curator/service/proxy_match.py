@@ -27,9 +27,9 @@ KINDS = ("chat", "impersonate", "quiet", "continue")
 MARKERS: dict[str, tuple[str, ...]] = {
     "impersonate": ("[write your next reply from the point of view of ",),
     "continue": ("[continue the following message.",),
-    "quiet": ("ignore previous instructions. summarize the most important facts",  # the Summarize extension
-              "[pause your roleplay",  # the default quiet prompts of image generation and /gen
-              "[pause the roleplay",),
+    # the default quiet prompts of Summarize, Expressions, image generation (and its "In the next response...")
+    "quiet": ("ignore previous instructions", "in the next response i want you to provide only",
+              "[pause your roleplay"),
 }
 
 _NAME_PREFIX = re.compile(r"^\s*([^\s:][^:\n]{0,63}):[ \t]*")
