@@ -96,17 +96,20 @@ def test_sillytavern_through_the_proxy(sillytavern, tmp_path):
 def _run_chat(server, session, memory, upstream, calls, tmp_path):
     front = Front(session, f"{server.url}/v1/chats/{CHAT}")
     expected = 0  # extraction calls the chat should cost: one per new reply (and per changed one)
-    turns = 0
+    turns = new = redone = 0  # turns; new replies; replies extracted again because their text really changed
 
-    def turn(user_text, answer, stream=False, names=None, extra=0):
-        """One exchange; `extra`: replies besides the new one that must be extracted (again)."""
-        nonlocal expected, turns
+    def turn(user_text, answer, stream=False, names=None, kept=0, changed=0):
+        """One exchange; `kept`: earlier replies first extracted now (a kept choice); `changed`: replies
+        extracted again because they really changed (an edit)."""
+        nonlocal expected, turns, new, redone
         if names:
             front.names = names
         upstream.queue.append([answer])
         front.send(user_text, stream)
         settle(server)
-        expected += 1 + extra
+        expected += 1 + kept + changed
+        new += 1 + kept
+        redone += changed
         turns += 1
         check()
 
@@ -145,6 +148,7 @@ def _run_chat(server, session, memory, upstream, calls, tmp_path):
     front.continue_()
     settle(server)
     expected += 1
+    redone += 1
     turns += 1
     check()
     assert memory.store.messages(CHAT)[-1].text.endswith("found a rope.")
@@ -155,6 +159,7 @@ def _run_chat(server, session, memory, upstream, calls, tmp_path):
     front.regenerate()
     settle(server)
     expected += 1
+    new += 1
     turns += 1
     check()
     front.swipe_to(0)
@@ -167,7 +172,7 @@ def _run_chat(server, session, memory, upstream, calls, tmp_path):
     settle(server)
     turns += 1
     assert len(calls) == expected and len(memory.store.messages(CHAT)) == len(front.chat) - 1  # not stored yet
-    turn("That one.", raw(floor(), style=4), extra=1)  # the kept choice is extracted once, with the new reply
+    turn("That one.", raw(floor(), style=4), kept=1)  # the kept choice is extracted once, with the new reply
 
     # the context is full: SillyTavern sends only the newest messages
     front.max_history = 12
@@ -178,7 +183,7 @@ def _run_chat(server, session, memory, upstream, calls, tmp_path):
     edited = len(front.chat) - 3
     assert not front.chat[edited]["is_user"]
     front.chat[edited]["mes"] = "Tobin went to the chapel and found a candle."
-    turn("Hm.", raw(floor(), style=0), extra=2)
+    turn("Hm.", raw(floor(), style=0), changed=2)
 
     # a delete: the user removes the last exchange and writes something else
     del front.chat[-2:]
@@ -186,7 +191,8 @@ def _run_chat(server, session, memory, upstream, calls, tmp_path):
     turn("Morning comes.", raw(floor(), style=1), stream=True)
 
     print(f"\nSillyTavern {st_harness.VERSION}: {turns} turns, {len(calls)} extraction calls, "
-          f"{len(calls) / turns:.2f} per turn; expected {expected}")
+          f"{len(calls) / turns:.2f} per turn; {new} new replies + {redone} really changed (a continue, an edit) "
+          f"= {expected} expected; {(len(calls) - redone) / new:.2f} calls per new reply")
     assert turns == 20
     assert len(calls) == expected
 
