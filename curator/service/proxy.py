@@ -6,13 +6,18 @@ assistant messages are the chat's floors; system messages are not), recalls for 
 injects the memory at the configured position/depth/role, forwards the request to the upstream model and
 returns its answer unchanged (streamed or not). Then, in the background, the answer becomes the next floor and
 its extraction is queued as a job.
+
+What a front end really sends (`proxy_match`): its copy of a reply the proxy recorded (a name added, whitespace
+trimmed, the tail cut at a stop string) is the same floor, adopted with no rollback; impersonate and quiet requests
+store nothing, a Continue extends the reply it continues; with `n` > 1 nothing is stored until the next request
+shows which choice the user kept. The upstream side (keys, transport errors, pass-through endpoints) is in
+`proxy_upstream`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 
 import httpx2
@@ -23,10 +28,14 @@ from starlette.background import BackgroundTask
 
 from curator.errors import CuratorError
 from curator.store.messages import Message
+from curator.service.proxy_match import KIND_HEADER, continued, request_kind, sync_request, window_start  # noqa: F401
+from curator.service.proxy_upstream import no_upstream, upstream_error, upstream_headers
+from curator.service.proxy_upstream import router as upstream_router
 from curator.service.server.security import error_body
 
 log = logging.getLogger("curator.proxy")
 router = APIRouter(tags=["proxy"])
+router.include_router(upstream_router)  # /v1/models, /v1/embeddings, /v1/completions pass through
 CHAT_HEADER = "x-curator-chat"
 
 
@@ -78,8 +87,14 @@ def inject(messages: list[dict], text: str, placement: dict) -> list[dict]:
 def _chat_id(request: Request, body: dict, path_chat: str | None) -> str:
     chat_id = path_chat or request.headers.get(CHAT_HEADER) or body.get("user")
     if not chat_id or not isinstance(chat_id, str):
-        raise CuratorError("no chat id: give it in the path (/v1/chats/{id}/chat/completions), the X-Curator-Chat "
-                           "header or the request's `user` field")
+        base = str(request.base_url).rstrip("/")
+        raise CuratorError(  # the message is what SillyTavern shows: it says what to set there
+            f"no chat id: the proxy keeps one memory per chat. In SillyTavern (API: Chat Completion, source: "
+            f"Custom (OpenAI-compatible)) set Custom Endpoint (Base URL) to {base}/v1/chats/<chat id>, e.g. "
+            f"{base}/v1/chats/my-story; or keep {base}/v1 and add `X-Curator-Chat: <chat id>` under Additional "
+            f"Parameters > Include Headers.",
+            "Other clients: the path /v1/chats/<chat id>/chat/completions, the X-Curator-Chat header, or the "
+            "request's `user` field.")
     return chat_id
 
 
@@ -96,7 +111,7 @@ async def chat_completions(request: Request, chat_id: str):
 async def _proxy(request: Request, path_chat: str | None):
     service, config = request.app.state.service, request.app.state.proxy
     if not config.upstream:
-        return error_body(503, "no_upstream", "the proxy has no upstream model", "Start the service with --upstream URL.")
+        return no_upstream()
     try:
         body = json.loads(await request.body())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -105,21 +120,25 @@ async def _proxy(request: Request, path_chat: str | None):
         return error_body(400, "invalid_request", "a chat-completions request needs a non-empty `messages` list")
     chat_id = _chat_id(request, body, path_chat)
     floors = floors_of(body["messages"])
+    kind = request_kind(body["messages"], request.headers.get(KIND_HEADER))
     injection, start = await run_in_threadpool(_prepare, service, chat_id, floors)
     forwarded = dict(body, messages=inject(body["messages"], injection.text if injection else "",
                                            injection.placement if injection else {}))
-    headers = {"content-type": "application/json"}
-    key = os.environ.get(config.key_env, "") if config.key_env else ""
-    if key:
-        headers["authorization"] = f"Bearer {key}"
-    elif not request.app.state.service_token and request.headers.get("authorization"):
-        headers["authorization"] = request.headers["authorization"]  # the client's own upstream key
+    headers = upstream_headers(request, config.key_env, request.app.state.service_token)
     url = config.upstream.rstrip("/") + "/chat/completions"
-    extra = {"x-curator-chat": chat_id,
+    extra = {"x-curator-chat": chat_id, "x-curator-kind": kind,
              "x-curator-memory-tokens": str(injection.tokens if injection else 0)}
+    # What the answer does to the chat: a new floor (chat), an addition to the last reply (continue), or
+    # nothing (impersonate, quiet; several choices, until the next request shows the one kept).
+    keep = kind in ("chat", "continue") and _choices(body) == 1
+    end = start + len(floors)
     client = config.client()
     if body.get("stream"):
-        upstream = await client.send(client.build_request("POST", url, json=forwarded, headers=headers), stream=True)
+        try:
+            upstream = await client.send(client.build_request("POST", url, json=forwarded, headers=headers),
+                                         stream=True)
+        except httpx2.TransportError as exc:
+            return upstream_error(config.upstream, exc)
         collected: list[str] = []
 
         async def relay():
@@ -127,43 +146,31 @@ async def _proxy(request: Request, path_chat: str | None):
                 async for chunk in upstream.aiter_bytes():
                     collected.append(chunk.decode("utf-8", errors="replace"))
                     yield chunk
+            except httpx2.TransportError as exc:  # the upstream broke off mid-stream: end the stream, keep nothing
+                log.warning("proxy: upstream %s broke off a stream: %s", config.upstream, type(exc).__name__)
+                collected.clear()
             finally:
                 await upstream.aclose()
 
-        after = (BackgroundTask(_after_stream, service, chat_id, start + len(floors), collected)
-                 if upstream.is_success else None)
+        after = (BackgroundTask(_after_stream, service, chat_id, end, collected, kind)
+                 if upstream.is_success and keep else None)
         return StreamingResponse(relay(), status_code=upstream.status_code, headers=extra,
                                  media_type=upstream.headers.get("content-type", "text/event-stream"),
                                  background=after)
-    upstream = await client.post(url, json=forwarded, headers=headers)
+    try:
+        upstream = await client.post(url, json=forwarded, headers=headers)
+    except httpx2.TransportError as exc:
+        return upstream_error(config.upstream, exc)
     after = None
-    if upstream.is_success:
-        after = BackgroundTask(_remember, service, chat_id, start + len(floors), _reply_text(upstream.content))
+    if upstream.is_success and keep:
+        after = BackgroundTask(_remember, service, chat_id, end, _reply_text(upstream.content), kind)
     return Response(upstream.content, status_code=upstream.status_code, headers=extra,
                     media_type=upstream.headers.get("content-type", "application/json"), background=after)
 
 
-def window_start(stored: list[Message], floors: list[Message], probe: int = 3) -> int:
-    """Where the request's messages start in the stored chat. Front ends drop the oldest messages once the
-    context is full, so the request is often a tail of the chat: it starts at the stored floor from which the
-    most of its first messages match (one of its first `probe` messages may itself be edited). 0 when nothing
-    matches: then it is the whole chat."""
-    best, best_run = 0, 0
-    by_hash: dict[int, list[int]] = {}
-    for floor, message in enumerate(stored):
-        by_hash.setdefault(message.hash, []).append(floor)
-    for offset, message in enumerate(floors[:probe]):
-        for floor in by_hash.get(message.hash, ()):
-            start = floor - offset
-            if start < 0:
-                continue
-            run = 0  # how many of the request's messages from `offset` on match the stored floors
-            while (start + offset + run < len(stored) and offset + run < len(floors)
-                   and stored[start + offset + run].hash == floors[offset + run].hash):
-                run += 1
-            if run > best_run or (run == best_run and start > best):
-                best, best_run = start, run
-    return best
+def _choices(body: dict) -> int:
+    n = body.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
 def _prepare(service, chat_id: str, floors: list[Message]) -> tuple[object | None, int]:
@@ -178,8 +185,7 @@ def _prepare(service, chat_id: str, floors: list[Message]) -> tuple[object | Non
     if not floors:
         return None, len(service.memory.store.messages(chat_id))  # a system-only call: memory stays as it is
     with service.writer(chat_id):
-        start = window_start(service.memory.store.messages(chat_id), floors)
-        service.sync(chat_id, floors, start, extract=False)
+        start = sync_request(service, chat_id, floors)
     user = next((i for i in range(len(floors) - 1, -1, -1) if floors[i].role == "user"), None)
     if user is None:
         return None, start
@@ -208,18 +214,25 @@ def _stream_text(chunks: list[str]) -> str:
     return "".join(text)
 
 
-def _after_stream(service, chat_id: str, floor: int, chunks: list[str]) -> None:
-    _remember(service, chat_id, floor, _stream_text(chunks))
+def _after_stream(service, chat_id: str, floor: int, chunks: list[str], kind: str = "chat") -> None:
+    _remember(service, chat_id, floor, _stream_text(chunks), kind)
 
 
-def _remember(service, chat_id: str, floor: int, text: str) -> None:
-    """The answer becomes floor `floor`; its extraction (and anything else due) is queued."""
+def _remember(service, chat_id: str, floor: int, text: str, kind: str = "chat") -> None:
+    """The answer becomes floor `floor` (a Continue: is added to the reply at `floor - 1`); its extraction (and
+    anything else due) is queued."""
     if not text.strip():
         return
     try:
         with service.writer(chat_id):
-            if len(service.memory.store.messages(chat_id)) != floor:
+            stored = service.memory.store.messages(chat_id)
+            if len(stored) != floor:
                 return  # another request moved the chat on meanwhile; its next request carries this reply
+            if kind == "continue":
+                if not stored or stored[-1].role != "assistant":
+                    return  # nothing to continue: the front end sends the whole reply next time
+                service.sync(chat_id, [continued(stored[-1], text)], floor - 1, extract=True)
+                return
             service.sync(chat_id, [Message("assistant", "", text)], floor, extract=True)
     except CuratorError as exc:  # the chat moved on meanwhile (another request synced it): nothing to add
         log.info("proxy: reply of chat %s not remembered: %s", chat_id, exc)

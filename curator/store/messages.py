@@ -1,4 +1,7 @@
-"""Chat messages (floors) and the 64-bit floor hash that tells when one was edited, deleted or swiped."""
+"""Chat messages (floors) and the 64-bit floor hash that tells when one was edited, deleted or swiped.
+
+The hash covers role, name and text, not the swipe index: a client that cannot see swipe indices (the proxy)
+must still recognise a floor, and a swipe that changes the text changes the hash anyway."""
 
 from __future__ import annotations
 
@@ -23,6 +26,11 @@ class Message:
 
     @property
     def hash(self) -> int:
+        return floor_hash(self.role, self.name, self.text, 0)
+
+    @property
+    def legacy_hash(self) -> int:
+        """The hash as stored before it left out the swipe index (databases written by older versions)."""
         return floor_hash(self.role, self.name, self.text, self.swipe_id)
 
 
@@ -36,3 +44,11 @@ def floor_hash(role: str, name: str, text: str, swipe_id: int) -> int:
 def latest_assistant_floor(messages: list[Message]) -> int | None:
     """The floor of the newest assistant reply, or None when there is none."""
     return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+
+
+def manual_anchor_floor(messages: list[Message]) -> int:
+    """Where a commit written by hand (MCP, panel, HTTP) is anchored when no floor is given: the newest user
+    message, the one the latest reply answers. Regenerating or swiping that reply (a rollback of its floor)
+    keeps the commit; editing or deleting the user message, or anything before it, rolls it back like the
+    memory around it. 0 for a chat with no user message yet."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), 0)

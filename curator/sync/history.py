@@ -151,9 +151,15 @@ class HistorySync:
 
     def _damaged_hashes(self, chat_id: str, stored: list[Message]) -> int | None:
         rows = self.store.conn.execute("SELECT floor, hash FROM messages WHERE chat_id=? ORDER BY floor", (chat_id,))
+        legacy = []
         for (floor, saved), message in zip(rows, stored, strict=True):
             if saved != message.hash:
-                return floor
+                if saved != message.legacy_hash:
+                    return floor
+                legacy.append((message.hash, chat_id, floor))
+        if legacy:  # written when the hash still covered the swipe index: same floor, new form of its hash
+            with self.store.transaction() as conn:
+                conn.executemany("UPDATE messages SET hash=? WHERE chat_id=? AND floor=?", legacy)
         return None
 
     def _rebuild(self, chat_id: str, merged: list[Message], report: HistoryReport, reason: str) -> None:

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from curator.errors import NotFound
 from curator.store.exchange import import_graph, parse_graph
+from curator.store.messages import manual_anchor_floor
 from curator.store.ops import FieldValues
 from curator.service.server.deps import ServiceDep, Strict
 
@@ -22,7 +23,7 @@ class NodeIn(Strict):
     title: str | None = None
     fields: FieldValues = Field(default_factory=dict)
     importance: float = Field(default=5.0, ge=0, le=10)
-    anchor_floor: int | None = Field(default=None, ge=0, description="default: the chat's latest floor")
+    anchor_floor: int | None = Field(default=None, ge=0, description="default: the newest user message's floor, so a regenerate or swipe of the reply keeps the change")
 
 
 class NodeEdit(Strict):
@@ -41,7 +42,8 @@ class ImportIn(Strict):
 
 
 def _anchor(service, chat_id: str, given: int | None) -> int:
-    return given if given is not None else max(len(service.memory.store.messages(chat_id)) - 1, 0)
+    """The floor given, else the newest user message's, so regenerating or swiping the reply keeps the commit."""
+    return given if given is not None else manual_anchor_floor(service.memory.store.messages(chat_id))
 
 
 def _commit(service, chat_id: str, ops: list[dict], anchor: int | None, note: str) -> dict:
