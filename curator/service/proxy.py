@@ -23,6 +23,8 @@ from starlette.background import BackgroundTask
 
 from curator.errors import CuratorError
 from curator.store.messages import Message
+from curator.service.proxy_guard import RollbackRefused, allowed, check_chat_id, check_rollback, encode_chat_id, \
+    header_chat_id
 from curator.service.server.security import error_body
 
 log = logging.getLogger("curator.proxy")
@@ -35,6 +37,7 @@ class ProxyConfig:
     upstream: str | None  # OpenAI-compatible base URL, e.g. https://api.openai.com/v1
     key_env: str | None = None  # the variable holding the upstream key; else the client's own header is passed on
     timeout: float = 600.0
+    max_rollback: int | None = 4  # floors a request may roll back without X-Curator-Allow-Rollback (proxy_guard)
     _client: httpx2.AsyncClient | None = field(default=None, repr=False)
 
     def client(self) -> httpx2.AsyncClient:
@@ -76,11 +79,11 @@ def inject(messages: list[dict], text: str, placement: dict) -> list[dict]:
 
 
 def _chat_id(request: Request, body: dict, path_chat: str | None) -> str:
-    chat_id = path_chat or request.headers.get(CHAT_HEADER) or body.get("user")
+    chat_id = path_chat or header_chat_id(request.headers.get(CHAT_HEADER)) or body.get("user")
     if not chat_id or not isinstance(chat_id, str):
         raise CuratorError("no chat id: give it in the path (/v1/chats/{id}/chat/completions), the X-Curator-Chat "
                            "header or the request's `user` field")
-    return chat_id
+    return check_chat_id(chat_id)
 
 
 @router.post("/v1/chat/completions")
@@ -99,13 +102,17 @@ async def _proxy(request: Request, path_chat: str | None):
         return error_body(503, "no_upstream", "the proxy has no upstream model", "Start the service with --upstream URL.")
     try:
         body = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         return error_body(400, "invalid_json", f"request body is not JSON: {exc}")
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
         return error_body(400, "invalid_request", "a chat-completions request needs a non-empty `messages` list")
     chat_id = _chat_id(request, body, path_chat)
     floors = floors_of(body["messages"])
-    injection, start = await run_in_threadpool(_prepare, service, chat_id, floors)
+    limit = None if allowed(request.headers) else config.max_rollback
+    try:
+        injection, start = await run_in_threadpool(_prepare, service, chat_id, floors, limit)
+    except RollbackRefused as exc:
+        return error_body(409, "rollback_refused", str(exc), exc.hint)
     forwarded = dict(body, messages=inject(body["messages"], injection.text if injection else "",
                                            injection.placement if injection else {}))
     headers = {"content-type": "application/json"}
@@ -115,7 +122,7 @@ async def _proxy(request: Request, path_chat: str | None):
     elif not request.app.state.service_token and request.headers.get("authorization"):
         headers["authorization"] = request.headers["authorization"]  # the client's own upstream key
     url = config.upstream.rstrip("/") + "/chat/completions"
-    extra = {"x-curator-chat": chat_id,
+    extra = {"x-curator-chat": encode_chat_id(chat_id),
              "x-curator-memory-tokens": str(injection.tokens if injection else 0)}
     client = config.client()
     if body.get("stream"):
@@ -166,7 +173,7 @@ def window_start(stored: list[Message], floors: list[Message], probe: int = 3) -
     return best
 
 
-def _prepare(service, chat_id: str, floors: list[Message]) -> tuple[object | None, int]:
+def _prepare(service, chat_id: str, floors: list[Message], max_rollback: int | None = None) -> tuple[object | None, int]:
     """Sync the request's floors (creating the chat on first sight) and recall for its last user message.
     Returns the injection (None when there is nothing to recall for) and the floor the request starts at."""
     if not service.memory.store.has_chat(chat_id):
@@ -178,7 +185,9 @@ def _prepare(service, chat_id: str, floors: list[Message]) -> tuple[object | Non
     if not floors:
         return None, len(service.memory.store.messages(chat_id))  # a system-only call: memory stays as it is
     with service.writer(chat_id):
-        start = window_start(service.memory.store.messages(chat_id), floors)
+        stored = service.memory.store.messages(chat_id)
+        start = window_start(stored, floors)
+        check_rollback(stored, floors, start, max_rollback)  # nothing erased without intent (proxy_guard)
         service.sync(chat_id, floors, start, extract=False)
     user = next((i for i in range(len(floors) - 1, -1, -1) if floors[i].role == "user"), None)
     if user is None:
