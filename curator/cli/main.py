@@ -260,6 +260,8 @@ def recall(
     if mode not in (None, "hybrid", "rag", "llm"):
         raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid, rag or llm.")
     with open_memory() as memory:
+        if budget is not None and budget < 1:
+            raise CuratorError(f"budget {budget} is not a token count", "Give a positive number of tokens.")
         options = {"budget_tokens": budget} if budget else {}
         injection = memory.recall(chat, query, mode=mode, **options)
     if json_:
