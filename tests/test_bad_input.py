@@ -86,6 +86,8 @@ PROXY_FIELDS = ["model", "user", "messages", "stream"]
 class Walk:
     def __init__(self, http, memory, data_dir):
         self.http, self.memory, self.data_dir = http, memory, data_dir
+        # PRAGMA data_version changes whenever another connection (the service's) commits: a cheap "store changed"
+        self.watch = sqlite3.connect(data_dir / "memory.db", isolation_level=None, check_same_thread=False)
         self.tried = self.server_errors = self.changed = self.bad_shape = 0
         self.failures: list[str] = []
 
@@ -109,8 +111,11 @@ class Walk:
             found = graph.find_by_name("Eileen", ["character_sheet"])
         return found[0].id
 
+    def version(self) -> int:
+        return self.watch.execute("PRAGMA data_version").fetchone()[0]
+
     def send(self, method: str, path: str, what: str, *, params=None, content: bytes | None = None):
-        before = dump(self.data_dir)
+        before = self.version()
         headers = {"content-type": "application/json"} if content is not None else {"x-curator-client": "walk"}
         answer = self.http.request(method, path, params=params, content=content, headers=headers)
         self.tried += 1
@@ -124,7 +129,7 @@ class Walk:
             if not (isinstance(error, dict) and {"code", "message", "hint"} <= set(error)):
                 self.bad_shape += 1
                 self.failures.append(f"{where}: {answer.status_code} not in the error shape: {answer.text[:200]}")
-            if dump(self.data_dir) != before:
+            if self.version() != before:
                 self.changed += 1
                 self.failures.append(f"{where}: refused with {answer.status_code} but the store changed")
         elif method != "GET":
@@ -136,7 +141,7 @@ class Walk:
         last = None
         for _ in range(200):
             self.settle()
-            now = dump(self.data_dir)
+            now = self.version()
             if now == last:
                 return
             last = now
@@ -334,3 +339,40 @@ def test_every_cli_command_reports_bad_input_without_a_traceback(tmp_path):
                 failures.append(f"{how} / {args[0]}: refused but the database changed")
     print(f"\nCLI walk: {tried} commands tried, {tracebacks} tracebacks, {changed} stores changed by a refusal")
     assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------- the semantic ones from the report
+
+
+def test_limits_names_titles_and_a_recreated_chat(tmp_path):
+    memory = curator.open(tmp_path / "data")
+    with ThreadedServer(create_app(memory, ServiceConfig())) as server, \
+            httpx2.Client(base_url=server.url + "/api/v1", headers={"x-curator-client": "t"}) as http:
+        http.post("/chats", json={"id": "c"}).raise_for_status()
+        first = http.post("/chats/c/nodes", json={"type": "character_sheet", "fields": {"name": "Eileen"}})
+        other = http.post("/chats/c/nodes", json={"type": "character_sheet", "fields": {"name": "Mara"}})
+        assert first.status_code == other.status_code == 201
+        before = dump(tmp_path / "data")
+        for params in ({"limit": -1}, {"limit": 5001}, {"limit": 0}, {"floor_from": 0, "limit": 10**6},
+                       {"offset": -1}, {"level": -1}):
+            answer = http.get("/chats/c/nodes", params=params)
+            assert answer.status_code == 422 and answer.json()["error"]["code"] == "invalid_request", params
+        assert http.get("/chats/c/messages", params={"start": -3}).status_code == 422
+        second = http.post("/chats/c/nodes", json={"type": "character_sheet", "fields": {"name": "eileen"}})
+        assert second.status_code == 400 and second.json()["error"]["code"] == "NameTaken"
+        rename = http.patch(f"/chats/c/nodes/{other.json()['node']}", json={"set_fields": {"name": "Eileen"}})
+        assert rename.status_code == 400 and "exists already" in rename.json()["error"]["message"]
+        empty = http.patch(f"/chats/c/nodes/{other.json()['node']}", json={"title": "  "})
+        assert empty.status_code == 400 and "title is empty" in empty.json()["error"]["message"]
+        assert dump(tmp_path / "data") == before
+        # the node keeps its own name; a rename onto a free one passes
+        assert http.patch(f"/chats/c/nodes/{first.json()['node']}", json={"set_fields": {"name": "Eileen"},
+                                                                           "title": "Eileen"}).status_code == 200
+        assert http.post("/chats/c/recall", json={"query": "Eileen"}).status_code == 200
+        assert http.get("/chats/c/injection/last").json()
+        assert http.delete("/chats/c").status_code == 200
+        http.post("/chats", json={"id": "c"}).raise_for_status()
+        last = http.get("/chats/c/injection/last")
+        assert "Eileen" not in last.text  # the deleted chat's last injection went with it
+        assert "Eileen" not in http.get("/chats/c/overview").text
+    memory.close()

@@ -25,8 +25,8 @@ def served(tmp_path):
     memory = curator.open(tmp_path / "data")
     seed_story(memory)
     app = create_app(memory, ServiceConfig(token=TOKEN))
-    with ThreadedServer(app) as server, httpx2.Client(headers=CLIENT, base_url=server.url + "/api/v1", timeout=60,
-                                                      headers={"authorization": f"Bearer {TOKEN}"}) as client:
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=60,
+                                                      headers={**CLIENT, "authorization": f"Bearer {TOKEN}"}) as client:
         yield server.url, client, memory
     memory.close()
 
