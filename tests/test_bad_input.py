@@ -337,6 +337,17 @@ def test_every_cli_command_reports_bad_input_without_a_traceback(tmp_path):
             if result.exit_code != 0 and (damaged / "memory.db").read_bytes() != before:
                 changed += 1
                 failures.append(f"{how} / {args[0]}: refused but the database changed")
+    unreachable = tmp_path / "unreachable"
+    shutil.copytree(data, unreachable)
+    (unreachable / "config.yaml").write_text("vectors_url: http://127.0.0.1:9\n")
+    for args in (["vectors", "status", "--chat", "c"], ["recall", "--chat", "c", "--query", "lantern"]):
+        result = runner.invoke(cli_app, ["--data", str(unreachable), *args])
+        tried += 1
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            tracebacks += 1
+            failures.append(f"unreachable vectors_url / {args[0]}: {type(result.exception).__name__}")
+        elif result.exit_code != 1 or "Chroma server" not in result.output:
+            failures.append(f"unreachable vectors_url / {args[0]}: exit {result.exit_code}: {result.output[-300:]}")
     print(f"\nCLI walk: {tried} commands tried, {tracebacks} tracebacks, {changed} stores changed by a refusal")
     assert not failures, "\n".join(failures)
 
