@@ -1,11 +1,12 @@
 """The OpenAI-compatible proxy: memory for any front end that speaks the chat-completions API, with no plugin.
 
 `POST /v1/chat/completions` (or `/v1/chats/{chat_id}/chat/completions`): the chat id comes from the path, the
-`X-Curator-Chat` header or the request's `user` field. The proxy syncs the request's messages (its user and
-assistant messages are the chat's floors; system messages are not), recalls for the last user message,
+`X-Curator-Chat` header (percent-encoded) or the request's `user` field. The proxy syncs the request's messages
+(its user and assistant messages are the chat's floors; system messages are not), recalls for the last user message,
 injects the memory at the configured position/depth/role, forwards the request to the upstream model and
 returns its answer unchanged (streamed or not). Then, in the background, the answer becomes the next floor and
-its extraction is queued as a job.
+its extraction is queued as a job. A request that would erase memory (a long rollback, or a different chat under
+the same id) is refused with 409 unless it says so (`proxy_guard`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from starlette.background import BackgroundTask
 
 from curator.errors import CuratorError
 from curator.store.messages import Message
-from curator.service.proxy_guard import RollbackRefused, allowed, check_chat_id, check_rollback, encode_chat_id, \
-    header_chat_id
+from curator.service.proxy_guard import (RollbackRefused, allowed, check_chat_id, check_rollback, encode_chat_id,
+                                         header_chat_id)
 from curator.service.server.security import error_body
 
 log = logging.getLogger("curator.proxy")
@@ -173,7 +174,8 @@ def window_start(stored: list[Message], floors: list[Message], probe: int = 3) -
     return best
 
 
-def _prepare(service, chat_id: str, floors: list[Message], max_rollback: int | None = None) -> tuple[object | None, int]:
+def _prepare(service, chat_id: str, floors: list[Message],
+             max_rollback: int | None = None) -> tuple[object | None, int]:
     """Sync the request's floors (creating the chat on first sight) and recall for its last user message.
     Returns the injection (None when there is nothing to recall for) and the floor the request starts at."""
     if not service.memory.store.has_chat(chat_id):

@@ -40,7 +40,8 @@ def is_loopback(host: str) -> bool:
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to listen beyond this machine without a token."""
     if not is_loopback(host) and not token:
-        raise CuratorError(f"refusing to serve on {host} without a bearer token",
+        where = host or "every interface (an empty --host)"
+        raise CuratorError(f"refusing to serve on {where} without a bearer token",
                            "Set --token (or $CURATOR_TOKEN), or bind to 127.0.0.1.")
 
 
