@@ -104,11 +104,14 @@ def test_the_host_allow_list_is_configurable(tmp_path):
     for policy, host, status in ((SitePolicy(allowed_hosts=("curator.lan",)), "curator.lan:9", 200),
                                  (SitePolicy(allowed_hosts=("curator.lan",)), "other.lan", 421),
                                  (SitePolicy(allowed_hosts=("*",)), "any.example", 200),
+                                 (SitePolicy(allowed_hosts=("*",)), "any.example|https://evil.example", 403),
                                  (SitePolicy(bind_host="10.1.2.3"), "10.1.2.3:8787", 200),
                                  (SitePolicy(bind_host="0.0.0.0"), "0.0.0.0:8787", 421)):
         with ThreadedServer(create_app(memory, ServiceConfig(site=policy, token="t"))) as server, \
                 httpx2.Client(base_url=server.url, headers={"authorization": "Bearer t"}) as http:
-            assert http.get("/api/v1/chats", headers={"host": host}).status_code == status, (policy, host)
+            host, _, origin = host.partition("|")
+            headers = {"host": host, **({"origin": origin} if origin else {})}
+            assert http.get("/api/v1/chats", headers=headers).status_code == status, (policy, host)
     memory.close()
 
 

@@ -46,8 +46,8 @@ class SitePolicy:
         for name in (*LOOPBACK_NAMES, _bracketed(self.bind_host), *map(_bracketed, self.allowed_hosts)):
             if name and name not in hosts:
                 hosts += [name] if ":" in name.rsplit("]", 1)[-1] else [name, f"{name}:*"]
-        settings = TransportSecuritySettings(enable_dns_rebinding_protection="*" not in self.allowed_hosts,
-                                             allowed_hosts=hosts, allowed_origins=list(self.allowed_origins))
+        settings = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                             allowed_origins=list(self.allowed_origins))
         object.__setattr__(self, "_checker", TransportSecurityMiddleware(settings))
 
     async def refusal(self, request: Request) -> JSONResponse | None:
@@ -55,7 +55,8 @@ class SitePolicy:
         origin = request.headers.get("origin")
         if origin is not None and _same_origin(origin, request):
             origin = None  # the panel's own pages
-        checked = await self._checker.validate_request(_with_origin(request, origin), is_post=False)
+        any_host = "*" in self.allowed_hosts  # the Host check is off; the Origin check stays
+        checked = await self._checker.validate_request(_checked_view(request, origin, any_host), is_post=False)
         if checked is not None and checked.status_code == 421:
             return error_body(421, "misdirected_request", f"this service does not answer for host "
                               f"{request.headers.get('host', '')!r}",
@@ -94,11 +95,17 @@ def _same_origin(origin: str, request: Request) -> bool:
     return bool(host) and origin.lower() in (f"http://{host}".lower(), f"https://{host}".lower())
 
 
-def _with_origin(request: Request, origin: str | None) -> Request:
-    if origin is not None or "origin" not in request.headers:
+def _checked_view(request: Request, origin: str | None, any_host: bool) -> Request:
+    """The request as the MCP check should see it: without its own (same-site) Origin, and under a loopback Host
+    when every host is allowed."""
+    drop_origin = origin is None and "origin" in request.headers
+    if not drop_origin and not any_host:
         return request
-    scope = dict(request.scope, headers=[(k, v) for k, v in request.scope["headers"] if k != b"origin"])
-    return Request(scope)
+    headers = [(k, v) for k, v in request.scope["headers"] if not (drop_origin and k == b"origin")
+               and not (any_host and k == b"host")]
+    if any_host:
+        headers.append((b"host", b"localhost"))
+    return Request(dict(request.scope, headers=headers))
 
 
 def _json(content_type: str) -> bool:
