@@ -112,7 +112,7 @@ def wait_for_jobs(url: str, chats: list[ChatState], timeout: float) -> tuple[dic
                 if not any(due.values()):
                     break
                 for chat_id in (c for c, d in due.items() if d):
-                    http.post(f"/chats/{chat_id}/extract")
+                    http.post(f"/chats/{chat_id}/extract", json={})
             time.sleep(0.1)
         for j in http.get("/jobs", params={"limit": 1000}).json()["jobs"]:
             states[j["state"]] = states.get(j["state"], 0) + 1

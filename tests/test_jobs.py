@@ -46,3 +46,22 @@ def test_one_live_job_per_chat_and_kind_and_cancel(tmp_path, default_schema):
     assert runner.wait(first["id"])["state"] == "cancelled"
     runner.shutdown()
     store.close()
+
+
+def test_a_resumed_job_continues_its_progress_instead_of_restarting_from_zero(tmp_path, default_schema):
+    store = Store(tmp_path)
+    store.create_chat("c", default_schema)
+
+    def rest(ctx):  # after the restart, two steps are left
+        ctx.progress(1, 2)
+        ctx.progress(2, 2)
+        return {"ok": True}
+
+    runner = JobRunner(store, ChatLocks(), {"extract": JobKind(rest, resumable=True)})
+    with store.transaction() as conn:  # killed after 5 of 7 steps
+        conn.execute("INSERT INTO jobs (id, chat_id, kind, params_json, state, done, total, created_at, updated_at) "
+                     "VALUES ('job_a', 'c', 'extract', '{}', 'running', 5, 7, ?, ?)", (utc_now(), utc_now()))
+    runner.recover()
+    assert runner.wait("job_a")["progress"] == {"done": 7, "total": 7}
+    runner.shutdown()
+    store.close()

@@ -3,6 +3,8 @@ rollback, and (hypothesis) the structural invariants after any compression."""
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -140,7 +142,7 @@ def test_compression_invariants(tmp_path_factory, owners, links, fan_in, thresho
     types["pov_memory"] = types["pov_memory"].model_copy(update={"compression": types["pov_memory"].compression.model_copy(
         update={"fan_in": fan_in, "threshold": threshold, "keep_recent_leaves": keep, "max_depth": depth})})
     schema = SCHEMA.model_copy(update={"types": types})
-    with curator.open(tmp_path_factory.mktemp("prop")) as memory:
+    with tempfile.TemporaryDirectory(prefix="curator-prop-") as folder, curator.open(folder) as memory:
         memory.create_chat("p", schema)
         ops = [{"op": "create_node", "id": "who", "type": "character", "fields": {"name": "Who"}}]
         for i, owner in enumerate(owners):

@@ -15,6 +15,8 @@ from curator.service.panel import STATIC_DIR
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 
+CLIENT = {"x-curator-client": "test"}  # state-changing requests need it (or a JSON body)
+
 TOKEN = "t0ken"
 
 
@@ -24,7 +26,7 @@ def served(tmp_path):
     seed_story(memory)
     app = create_app(memory, ServiceConfig(token=TOKEN))
     with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=60,
-                                                      headers={"authorization": f"Bearer {TOKEN}"}) as client:
+                                                      headers={**CLIENT, "authorization": f"Bearer {TOKEN}"}) as client:
         yield server.url, client, memory
     memory.close()
 
@@ -131,7 +133,7 @@ def test_a_schema_change_is_taken_only_while_every_node_stays_valid(served):
 def test_a_generation_through_the_proxy_becomes_the_last_injection(proxy):  # noqa: F811
     client, upstream, _memory, server, _calls = proxy
     converse(client, server, 3)
-    with httpx2.Client(base_url=server.url + "/api/v1") as api:
+    with httpx2.Client(headers=CLIENT, base_url=server.url + "/api/v1") as api:
         last = api.get("/chats/c/injection/last").json()
     sent = upstream.requests[-1]["messages"][1]["content"]  # the memory as the upstream model received it
     assert last["query"] == "What happens next? (turn 2)" and last["text"] and last["text"] in sent

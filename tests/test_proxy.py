@@ -17,6 +17,8 @@ from curator.extract.scripted import reply_text, scripted_model
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 
+CLIENT = {"x-curator-client": "test"}  # state-changing requests need it (or a JSON body)
+
 
 class Upstream:
     """A chat model on loopback that answers turn N (the count of user messages) with the scripted reply of floor
@@ -83,7 +85,7 @@ def proxy(tmp_path):
 
 def settle(server, chat="c"):
     """Wait until the chat's background extraction jobs are done."""
-    with httpx2.Client(base_url=server.url + "/api/v1") as http:
+    with httpx2.Client(headers=CLIENT, base_url=server.url + "/api/v1") as http:
         for _ in range(500):
             jobs = http.get("/jobs", params={"chat": chat}).json()["jobs"]
             if jobs and all(j["state"] not in ("queued", "running") for j in jobs):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import tempfile
 
 from hypothesis import HealthCheck, given, settings
@@ -65,8 +67,23 @@ def _make(kind: str, a: int, b: int, c: int, graph: dict) -> dict:
             "children": events[start:start + 1 + c % 3]}
 
 
+@contextlib.contextmanager
 def _fresh():
-    return curator.open(tempfile.mkdtemp(prefix="curator-prop-"))
+    """A store in a temporary folder that is removed afterwards (a long run makes thousands of them)."""
+    folder = tempfile.mkdtemp(prefix="curator-prop-")
+    try:
+        with curator.open(folder) as memory:
+            yield memory
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_temporary_stores_are_removed():
+    with _fresh() as memory:
+        folder = memory.data_dir
+        memory.create_chat("c", "default")
+        assert folder.exists()
+    assert not folder.exists()
 
 
 def _apply_all(memory, chat, commits, at_base=0):

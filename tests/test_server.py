@@ -16,6 +16,8 @@ from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 from curator.service.server.security import Limits, check_bind
 
+CLIENT = {"x-curator-client": "test"}  # state-changing requests need it (or a JSON body)
+
 TOKEN = "s3cret-token"
 
 
@@ -29,7 +31,8 @@ def served(tmp_path):
     """(client, memory) against a service with the scripted extraction model."""
     memory = curator.open(tmp_path / "data")
     app = create_app(memory, ServiceConfig(model=scripted_model()))
-    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1",
+                                                      headers=CLIENT, timeout=30) as client:
         yield client, memory
     memory.close()
 
@@ -142,7 +145,7 @@ def test_token_limits_and_bind_rules(tmp_path):
     memory = curator.open(tmp_path / "data")
     limits = Limits(max_body_bytes=2000, rate_per_minute=60, burst=8)
     app = create_app(memory, ServiceConfig(token=TOKEN, limits=limits))
-    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1") as client:
+    with ThreadedServer(app) as server, httpx2.Client(headers=CLIENT, base_url=server.url + "/api/v1") as client:
         assert client.get("/health").status_code == 200  # liveness needs no token
         assert client.get("/chats").status_code == 401
         wrong = client.get("/chats", headers={"authorization": "Bearer nope"})
@@ -201,7 +204,7 @@ def test_a_job_can_be_cancelled_between_steps(tmp_path):
 
     memory = curator.open(tmp_path / "data")
     app = create_app(memory, ServiceConfig(model=FunctionModel(slow, model_name="slow")))
-    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1") as client:
+    with ThreadedServer(app) as server, httpx2.Client(headers=CLIENT, base_url=server.url + "/api/v1") as client:
         client.post("/chats", json={"id": "c"})
         job = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(20))}).json()["job"]
         gate.release()
@@ -231,7 +234,8 @@ def test_the_extraction_channel_decides_which_job_a_sync_queues(tmp_path):
 
     memory = curator.open(tmp_path / "data")
     app = create_app(memory, ServiceConfig(model=scripted_model(), curate_model=FunctionModel(_text_only)))
-    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1",
+                                                      headers=CLIENT, timeout=30) as client:
         client.post("/chats", json={"id": "c", "settings": {"extraction": {"channel": "off"}}})
         synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(4))}).json()
         assert synced["due"] == [1, 3] and synced["job"] is None  # nobody writes
@@ -254,7 +258,8 @@ def test_curate_and_maintenance_run_as_jobs(tmp_path):
 
     memory = curator.open(tmp_path / "data")
     app = create_app(memory, ServiceConfig(model=scripted_model(), curate_model=FunctionModel(_text_only)))
-    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1",
+                                                      headers=CLIENT, timeout=30) as client:
         client.post("/chats", json={"id": "c"})
         wait(client, client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(6))}).json()["job"])
         before = len(memory.store.commits("c"))
@@ -272,7 +277,8 @@ def test_each_chat_recalls_through_its_own_cache_and_a_sync_drops_the_rolled_bac
     memory = curator.open(tmp_path / "data")
     app = create_app(memory, ServiceConfig(model=scripted_model()))
     service = app.state.service
-    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1",
+                                                      headers=CLIENT, timeout=30) as client:
         client.post("/chats", json={"id": "c"})
         chat = scripted_chat(12)
         wait(client, client.post("/chats/c/sync", json={"messages": as_json(chat)}).json()["job"])

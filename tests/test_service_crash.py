@@ -18,6 +18,8 @@ import curator
 from curator.extract.scripted import scripted_chat
 from curator.testing import FakeOpenAI, one_event
 
+CLIENT = {"x-curator-client": "test"}  # state-changing requests need it (or a JSON body)
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -65,13 +67,13 @@ def test_kill_during_commits_leaves_whole_commits_only(tmp_path):
     data = tmp_path / "data"
     with FakeOpenAI() as fake:
         proc, url = start_service(data, fake.base_url)
-        client = httpx2.Client(base_url=url, timeout=10)
+        client = httpx2.Client(headers=CLIENT, base_url=url, timeout=10)
         client.post("/chats", json={"id": "c"})
         acked: list[int] = []
         stop = threading.Event()
 
         def hammer(worker: int):
-            with httpx2.Client(base_url=url, timeout=10) as own:
+            with httpx2.Client(headers=CLIENT, base_url=url, timeout=10) as own:
                 for i in range(10_000):
                     if stop.is_set():
                         return
@@ -110,7 +112,7 @@ def test_kill_during_a_job_then_restart_resumes_it(tmp_path):
 
     with FakeOpenAI(slow) as fake:
         proc, url = start_service(data, fake.base_url)
-        with httpx2.Client(base_url=url, timeout=10) as client:
+        with httpx2.Client(headers=CLIENT, base_url=url, timeout=10) as client:
             client.post("/chats", json={"id": "c"})
             messages = [{"role": m.role, "name": m.name, "text": m.text} for m in chat]
             job = client.post("/chats/c/sync", json={"messages": messages}).json()["job"]
@@ -125,7 +127,7 @@ def test_kill_during_a_job_then_restart_resumes_it(tmp_path):
         assert 5 <= done_before < 30
         proc, url = start_service(data, fake.base_url)
         try:
-            with httpx2.Client(base_url=url, timeout=10) as client:
+            with httpx2.Client(headers=CLIENT, base_url=url, timeout=10) as client:
                 for _ in range(1000):
                     state = client.get(f"/jobs/{job['id']}").json()
                     if state["state"] not in ("queued", "running"):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from curator.cli import console
+from curator.cli.guards import INPUT_ERRORS, input_error_message
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:
@@ -49,6 +50,11 @@ def reported(command):
             if state["debug"]:
                 traceback.print_exc()
             console.print_error(str(exc), getattr(exc, "hint", "") or _schema_hint(exc))
+            raise typer.Exit(1) from None
+        except INPUT_ERRORS as exc:  # bad files, damaged databases: one line, not a traceback
+            if state["debug"]:
+                traceback.print_exc()
+            console.print_error(*input_error_message(exc))
             raise typer.Exit(1) from None
 
     return run

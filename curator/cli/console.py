@@ -25,9 +25,11 @@ def print_json(data: object) -> None:
 
 
 def print_error(message: str, hint: str = "") -> None:
-    err.print(f"[bold red]Error:[/] {message}", highlight=False, markup=True)
+    from rich.markup import escape
+
+    err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, markup=True)
     if hint:
-        err.print(f"[dim]Hint:[/] {hint}", highlight=False)
+        err.print(f"[dim]Hint:[/] {escape(hint)}", highlight=False)
 
 
 def _floors(node: Node) -> str:

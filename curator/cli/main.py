@@ -123,10 +123,15 @@ def import_(
 def rollback(
     chat: ChatOpt,
     floor: Annotated[int, typer.Option(help="Revert every commit anchored at this floor or later.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Roll a chat's memory back to how it was before `floor`."""
+    """Roll a chat's memory back to how it was before `floor` (asks first when it reverts more than a few
+    commits on a terminal; `--yes` skips the question)."""
+    from curator.cli.guards import confirm_rollback
+
     with open_memory(existing=True) as memory:
+        confirm_rollback(memory, chat, floor, assume_yes=yes or json_)
         result = memory.rollback(chat, floor)
     if json_:
         console.print_json({"floor": floor, "reverted": [c.id for c in result.reverted],
@@ -277,6 +282,8 @@ def recall(
     if mode not in (None, "hybrid", "rag", "llm"):
         raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid, rag or llm.")
     with open_memory(existing=True) as memory:
+        if budget is not None and budget < 1:
+            raise CuratorError(f"budget {budget} is not a token count", "Give a positive number of tokens.")
         options = {"budget_tokens": budget} if budget else {}
         injection = memory.recall(chat, query, mode=mode, **options)
     if json_:

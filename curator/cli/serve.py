@@ -27,11 +27,18 @@ def serve(
     max_body_mb: Annotated[float, typer.Option(help="Largest request body, in MB.")] = 8.0,
     rate: Annotated[int, typer.Option(help="Requests per minute per client address (0 = no limit).")] = 0,
     workers: Annotated[int, typer.Option(help="Threads running jobs (chats in parallel).")] = 4,
+    allow_host: Annotated[list[str] | None, typer.Option(help="Also answer for this Host name (repeatable; "
+                                                               "loopback names and --host always; * = any).")] = None,
+    allow_origin: Annotated[list[str] | None, typer.Option(help="Also accept requests from this web origin, e.g. "
+                                                                 "http://localhost:8000 (repeatable).")] = None,
+    proxy_max_rollback: Annotated[int, typer.Option(help="Floors a proxy request may roll back without the "
+                                                         "X-Curator-Allow-Rollback header (-1 = no limit).")] = 4,
 ) -> None:
     """Run the HTTP service (API under /api/v1, docs at /docs) and the OpenAI-compatible proxy (/v1)."""
     import uvicorn
 
     from curator.service.server import ServiceConfig, create_app
+    from curator.service.server.request_guard import SitePolicy
     from curator.service.server.security import Limits, check_bind
 
     check_bind(host, token)
@@ -39,7 +46,9 @@ def serve(
     memory = open_memory()
     config = ServiceConfig(token=token, limits=Limits(max_body_bytes=int(max_body_mb * 1024 * 1024),
                                                       rate_per_minute=rate),
-                           workers=workers, upstream=upstream, upstream_key_env=upstream_key_env)
+                           workers=workers, upstream=upstream, upstream_key_env=upstream_key_env,
+                           site=SitePolicy(host, tuple(allow_host or ()), tuple(allow_origin or ())),
+                           proxy_max_rollback=proxy_max_rollback)
     app_ = create_app(memory, config)
     console.err.print(f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; "
                       f"token {'required' if token else 'off, loopback only'}; "

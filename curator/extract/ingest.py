@@ -16,6 +16,7 @@ from pydantic_ai.models import Model
 
 from curator.schemas import Schema, load_schema
 
+from curator.errors import ChatFileError
 from curator.extract.chatfile import read_chat
 from curator.extract.extractor import ExtractionResult, Extractor, due_floors
 from curator.llm.models import Usage
@@ -78,6 +79,10 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
     `after_step` runs after each successful extraction step (scheduled maintenance) and returns its reports."""
     started = time.perf_counter()
     messages = read_chat(path).messages
+    if not any(m.role in ("user", "assistant") for m in messages):
+        raise ChatFileError(f"{path}: the file holds no chat messages (only a header or system lines)",
+                            "Nothing was changed. Check that this is the chat file you meant; ingesting it would "
+                            "clear the chat's memory.")
     if not store.has_chat(chat_id):
         store.create_chat(chat_id, schema if isinstance(schema, Schema) else load_schema(schema))
     changed = first_changed_floor(store.messages(chat_id), messages)

@@ -59,12 +59,14 @@ class JobContext:
     _runner: JobRunner
     cancelled: threading.Event = field(default_factory=threading.Event)
     retired: bool = False  # will take no more work: a new request for the same work needs a new job
+    base: int = 0  # steps done before a restart: a resumed job's progress continues from there
 
     def retire(self) -> None:
         self.retired = True
 
     def progress(self, done: int, total: int | None = None, message: str = "") -> None:
-        self._runner._update(self.job_id, done=done, total=total, message=message)
+        self._runner._update(self.job_id, done=self.base + done, total=None if total is None else self.base + total,
+                             message=message)
 
     def should_stop(self) -> bool:
         return self.cancelled.is_set()
@@ -97,13 +99,15 @@ class JobRunner:
     def recover(self) -> dict[str, list[str]]:
         """After a restart: resume the jobs that were queued or running if their kind allows, fail the rest."""
         rows = self.store.conn.execute(
-            f"SELECT id, chat_id, kind, params_json FROM jobs WHERE state IN {ACTIVE} ORDER BY created_at").fetchall()
+            f"SELECT id, chat_id, kind, params_json, done FROM jobs WHERE state IN {ACTIVE} ORDER BY created_at"
+        ).fetchall()
         outcome: dict[str, list[str]] = {"resumed": [], "failed": []}
         for row in rows:
             kind = self.kinds.get(row["kind"])
             if kind is not None and kind.resumable and self.store.has_chat(row["chat_id"]):
                 self._update(row["id"], state="queued", message="resumed after a restart")
-                self._start(row["id"], row["chat_id"], row["kind"], json.loads(row["params_json"]), resumed=True)
+                self._start(row["id"], row["chat_id"], row["kind"], json.loads(row["params_json"]), resumed=True,
+                            base=int(row["done"] or 0))
                 outcome["resumed"].append(row["id"])
             else:
                 self._update(row["id"], state="failed", error="interrupted by a restart of the service; "
@@ -132,8 +136,8 @@ class JobRunner:
             self._start(job_id, chat_id, kind, params or {}, resumed=False)
         return self.get(job_id)
 
-    def _start(self, job_id: str, chat_id: str, kind: str, params: dict, resumed: bool) -> None:
-        ctx = JobContext(job_id, chat_id, kind, params, resumed, self.locks(chat_id), self)
+    def _start(self, job_id: str, chat_id: str, kind: str, params: dict, resumed: bool, base: int = 0) -> None:
+        ctx = JobContext(job_id, chat_id, kind, params, resumed, self.locks(chat_id), self, base=base)
         self._live[job_id] = ctx
         self._pool.submit(self._run, ctx, self.kinds[kind])
 

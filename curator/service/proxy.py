@@ -1,11 +1,12 @@
 """The OpenAI-compatible proxy: memory for any front end that speaks the chat-completions API, with no plugin.
 
 `POST /v1/chat/completions` (or `/v1/chats/{chat_id}/chat/completions`): the chat id comes from the path, the
-`X-Curator-Chat` header or the request's `user` field. The proxy syncs the request's messages (its user and
-assistant messages are the chat's floors; system messages are not), recalls for the last user message,
+`X-Curator-Chat` header (percent-encoded) or the request's `user` field. The proxy syncs the request's messages
+(its user and assistant messages are the chat's floors; system messages are not), recalls for the last user message,
 injects the memory at the configured position/depth/role, forwards the request to the upstream model and
 returns its answer unchanged (streamed or not). Then, in the background, the answer becomes the next floor and
-its extraction is queued as a job.
+its extraction is queued as a job. A request that would erase memory (a long rollback, or a different chat under
+the same id) is refused with 409 unless it says so (`proxy_guard`).
 
 What a front end really sends (`proxy_match`): its copy of a reply the proxy recorded (a name added, whitespace
 trimmed, the tail cut at a stop string) is the same floor, adopted with no rollback; impersonate and quiet requests
@@ -28,6 +29,7 @@ from starlette.background import BackgroundTask
 
 from curator.errors import CuratorError
 from curator.store.messages import Message
+from curator.service.proxy_guard import RollbackRefused, allowed, check_chat_id, encode_chat_id, header_chat_id
 from curator.service.proxy_match import KIND_HEADER, continued, request_kind, sync_request, window_start  # noqa: F401
 from curator.service.proxy_upstream import no_upstream, upstream_error, upstream_headers
 from curator.service.proxy_upstream import router as upstream_router
@@ -44,6 +46,7 @@ class ProxyConfig:
     upstream: str | None  # OpenAI-compatible base URL, e.g. https://api.openai.com/v1
     key_env: str | None = None  # the variable holding the upstream key; else the client's own header is passed on
     timeout: float = 600.0
+    max_rollback: int | None = 4  # floors a request may roll back without X-Curator-Allow-Rollback (proxy_guard)
     _client: httpx2.AsyncClient | None = field(default=None, repr=False)
 
     def client(self) -> httpx2.AsyncClient:
@@ -85,7 +88,7 @@ def inject(messages: list[dict], text: str, placement: dict) -> list[dict]:
 
 
 def _chat_id(request: Request, body: dict, path_chat: str | None) -> str:
-    chat_id = path_chat or request.headers.get(CHAT_HEADER) or body.get("user")
+    chat_id = path_chat or header_chat_id(request.headers.get(CHAT_HEADER)) or body.get("user")
     if not chat_id or not isinstance(chat_id, str):
         base = str(request.base_url).rstrip("/")
         raise CuratorError(  # the message is what SillyTavern shows: it says what to set there
@@ -95,7 +98,7 @@ def _chat_id(request: Request, body: dict, path_chat: str | None) -> str:
             f"Parameters > Include Headers.",
             "Other clients: the path /v1/chats/<chat id>/chat/completions, the X-Curator-Chat header, or the "
             "request's `user` field.")
-    return chat_id
+    return check_chat_id(chat_id)
 
 
 @router.post("/v1/chat/completions")
@@ -114,19 +117,23 @@ async def _proxy(request: Request, path_chat: str | None):
         return no_upstream()
     try:
         body = json.loads(await request.body())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         return error_body(400, "invalid_json", f"request body is not JSON: {exc}")
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
         return error_body(400, "invalid_request", "a chat-completions request needs a non-empty `messages` list")
     chat_id = _chat_id(request, body, path_chat)
     floors = floors_of(body["messages"])
     kind = request_kind(body["messages"], request.headers.get(KIND_HEADER))
-    injection, start = await run_in_threadpool(_prepare, service, chat_id, floors)
+    limit = None if allowed(request.headers) else config.max_rollback
+    try:
+        injection, start = await run_in_threadpool(_prepare, service, chat_id, floors, limit)
+    except RollbackRefused as exc:
+        return error_body(409, "rollback_refused", str(exc), exc.hint)
     forwarded = dict(body, messages=inject(body["messages"], injection.text if injection else "",
                                            injection.placement if injection else {}))
     headers = upstream_headers(request, config.key_env, request.app.state.service_token)
     url = config.upstream.rstrip("/") + "/chat/completions"
-    extra = {"x-curator-chat": chat_id, "x-curator-kind": kind,
+    extra = {"x-curator-chat": encode_chat_id(chat_id), "x-curator-kind": kind,
              "x-curator-memory-tokens": str(injection.tokens if injection else 0)}
     # What the answer does to the chat: a new floor (chat), an addition to the last reply (continue), or
     # nothing (impersonate, quiet; several choices, until the next request shows the one kept).
@@ -173,7 +180,8 @@ def _choices(body: dict) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
-def _prepare(service, chat_id: str, floors: list[Message]) -> tuple[object | None, int]:
+def _prepare(service, chat_id: str, floors: list[Message],
+             max_rollback: int | None = None) -> tuple[object | None, int]:
     """Sync the request's floors (creating the chat on first sight) and recall for its last user message.
     Returns the injection (None when there is nothing to recall for) and the floor the request starts at."""
     if not service.memory.store.has_chat(chat_id):
@@ -185,7 +193,7 @@ def _prepare(service, chat_id: str, floors: list[Message]) -> tuple[object | Non
     if not floors:
         return None, len(service.memory.store.messages(chat_id))  # a system-only call: memory stays as it is
     with service.writer(chat_id):
-        start = sync_request(service, chat_id, floors)
+        start = sync_request(service, chat_id, floors, max_rollback)  # nothing erased without intent (proxy_guard)
     user = next((i for i in range(len(floors) - 1, -1, -1) if floors[i].role == "user"), None)
     if user is None:
         return None, start

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from curator.service.proxy_guard import check_rollback
 from curator.store.messages import Message
 
 KIND_HEADER = "x-curator-kind"
@@ -143,10 +144,11 @@ class ShelvedCopies:
         return None
 
 
-def sync_request(service, chat_id: str, floors: list[Message]) -> int:
+def sync_request(service, chat_id: str, floors: list[Message], max_rollback: int | None = None) -> int:
     """Sync a request's floors into the chat (under the chat's writer lock, held by the caller): line them up
     with the stored chat, adopt the front end's copies of stored floors, let a copy of a shelved reply bring
-    its memory back, then history sync for the rest. Returns the floor the request starts at."""
+    its memory back, then history sync for the rest. Returns the floor the request starts at. A request that would
+    roll back more than `max_rollback` floors (after adopting copies) raises RollbackRefused and changes nothing."""
     store = service.memory.store
     copies = getattr(service, "shelved_copies", None)
     if copies is None:
@@ -154,6 +156,7 @@ def sync_request(service, chat_id: str, floors: list[Message]) -> int:
     stored = store.messages(chat_id)
     start = window_start(stored, floors)
     adopted = adopt_client_copies(stored, floors, start)
+    check_rollback([adopted.get(f, m) for f, m in enumerate(stored)], floors, start, max_rollback)
     adopt(store, chat_id, adopted)
     synced, restored = list(floors), {}
     first = next((i for i in range(len(floors)) if start + i >= len(stored)

@@ -161,7 +161,16 @@ def current_version(conn: sqlite3.Connection) -> int:
     if not has_meta:
         return 0
     row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    return int(row[0]) if row else 0
+    if not row:
+        return 0
+    try:
+        version = int(row[0])
+    except (TypeError, ValueError):
+        version = -1
+    if version < 0:
+        raise StoreCorrupt(f"database {getattr(conn, 'path', '')} has schema_version {row[0]!r}, which is not a "
+                           "version", "Restore the data directory from a backup, or use another --data.")
+    return version
 
 
 def migrate(conn: sqlite3.Connection) -> int:

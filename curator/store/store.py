@@ -276,6 +276,9 @@ class Store:
         Commits anchored below `floor` that were made after the earliest reverted one are replayed on top,
         so the graph ends exactly as if only the commits anchored below `floor` had ever been applied.
         """
+        if not isinstance(floor, int) or floor < 0:
+            raise CuratorError(f"cannot roll back to floor {floor}: floors start at 0",
+                               "Floor 0 reverts every commit of the chat; a later floor keeps what came before it.")
         result = RollbackResult(chat_id, floor)
         with self.transaction() as conn:
             schema = self.chat(chat_id).schema

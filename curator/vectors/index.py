@@ -19,6 +19,7 @@ import chromadb
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
+from curator.errors import CuratorError
 from curator.vectors.documents import node_document, source_document
 from curator.vectors.embeddings import Embedder, EmbeddingProfile, make_embedder
 from curator.store.graph import Node
@@ -105,8 +106,13 @@ class VectorIndex:
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)
-            self.client = chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
-                                              ssl=parsed.scheme == "https", settings=settings)
+            try:
+                self.client = chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
+                                                  ssl=parsed.scheme == "https", settings=settings)
+            except Exception as exc:  # noqa: BLE001 - chromadb raises ValueError, httpx errors, ... for one cause
+                raise CuratorError(f"cannot reach the Chroma server at {url} ({type(exc).__name__}: {exc})",
+                                   "Start the Chroma server, or remove `vectors_url` from config.yaml to use the "
+                                   "embedded index.") from None
         else:
             self.client = chromadb.PersistentClient(path=str(Path(store.data_dir) / "chroma"), settings=settings)
 

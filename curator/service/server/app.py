@@ -17,6 +17,7 @@ from curator import __version__
 from curator.errors import ChatExists, CuratorError, NotFound, StoreLocked
 from curator.service.memory import Memory
 from curator.service.server import routes_chats, routes_graph, routes_panel, routes_work
+from curator.service.server.request_guard import SitePolicy
 from curator.service.server.security import BodyTooLarge, GuardMiddleware, Limits, error_body
 from curator.service.server.state import build_service
 
@@ -34,6 +35,8 @@ class ServiceConfig:
     upstream: str | None = None  # the proxy's real model endpoint (OpenAI-compatible base URL)
     upstream_key_env: str | None = None  # the variable holding the upstream's API key
     proxy: bool = True
+    site: SitePolicy = field(default_factory=SitePolicy)  # Host / Origin allow-lists (request_guard)
+    proxy_max_rollback: int = 4  # floors a proxy request may roll back without X-Curator-Allow-Rollback
 
 
 def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
@@ -52,7 +55,7 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
                               "proxy at /v1/chat/completions.")
     app.state.service = service
     app.state.service_token = config.token
-    app.add_middleware(GuardMiddleware, token=config.token, limits=config.limits)
+    app.add_middleware(GuardMiddleware, token=config.token, limits=config.limits, policy=config.site)
     for module in (routes_chats, routes_graph, routes_work):
         app.include_router(module.router, prefix="/api/v1")
     routes_panel.install(app)  # the panel's extra reads (overview, last injection, ...) under /api/v1
@@ -63,9 +66,13 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
         from curator.service.proxy import ProxyConfig
         from curator.service.proxy import router as proxy_router
 
-        app.state.proxy = ProxyConfig(config.upstream, config.upstream_key_env)
+        app.state.proxy = ProxyConfig(config.upstream, config.upstream_key_env,
+                                      max_rollback=config.proxy_max_rollback)
         app.include_router(proxy_router)
     _error_handlers(app)
+    from curator.service.server.errors import install_error_handlers
+
+    install_error_handlers(app)  # unknown routes, body-parse errors, out-of-range numbers: the same error shape
     return app
 
 

@@ -15,6 +15,7 @@ from curator.maintenance_settings import MaintenanceSettings
 from curator.settings import ExtractionSettings
 from curator.store.store import utc_now
 from curator.service.server.deps import ServiceDep, Strict, SyncIn, window
+from curator.service.server.params import Floor, Limit
 
 router = APIRouter(tags=["chats"])
 
@@ -76,6 +77,9 @@ def delete_chat(chat_id: str, service: ServiceDep) -> dict:
     with service.writer(chat_id):
         service.memory.chat(chat_id)
         service.memory.delete_chat(chat_id)
+    log = getattr(service, "recall_log", None)  # the panel's last injection and recent recalls go with it
+    if log is not None:
+        log.forget(chat_id)
     return {"deleted": chat_id}
 
 
@@ -121,7 +125,7 @@ def validate_schema(body: dict) -> dict:
 
 
 @router.get("/chats/{chat_id}/messages")
-def get_messages(chat_id: str, service: ServiceDep, start: int = 0, limit: int = 200) -> dict:
+def get_messages(chat_id: str, service: ServiceDep, start: Floor = 0, limit: Limit = 200) -> dict:
     service.memory.chat(chat_id)
     messages = service.memory.store.messages(chat_id)
     return {"floors": len(messages), "messages": [

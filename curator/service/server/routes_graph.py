@@ -14,6 +14,8 @@ from curator.store.exchange import import_graph, parse_graph
 from curator.store.messages import manual_anchor_floor
 from curator.store.ops import FieldValues
 from curator.service.server.deps import ServiceDep, Strict
+from curator.service.server.node_rules import check_names, check_title
+from curator.service.server.params import Level, Limit, Offset, OptionalFloor
 
 router = APIRouter(tags=["graph"])
 
@@ -66,9 +68,9 @@ def graph_stats(chat_id: str, service: ServiceDep) -> dict:
 
 
 @router.get("/chats/{chat_id}/nodes")
-def list_nodes(chat_id: str, service: ServiceDep, type: str | None = None, level: int | None = None,
-               archived: bool | None = False, floor_from: int | None = None, floor_to: int | None = None,
-               limit: int = 200, offset: int = 0) -> dict:
+def list_nodes(chat_id: str, service: ServiceDep, type: str | None = None, level: Level = None,
+               archived: bool | None = False, floor_from: OptionalFloor = None, floor_to: OptionalFloor = None,
+               limit: Limit = 200, offset: Offset = 0) -> dict:
     graph = service.memory.graph(chat_id)
     if floor_from is not None or floor_to is not None:
         nodes = graph.timeline(floor_from or 0, floor_to, [type] if type else None, archived is not False)
@@ -93,13 +95,18 @@ def list_edges(chat_id: str, service: ServiceDep, node: str | None = None, relat
 def create_node(chat_id: str, body: NodeIn, service: ServiceDep) -> dict:
     op = {"op": "create_node", "type": body.type, "title": body.title, "fields": body.fields,
           "importance": body.importance}
+    check_title(body.title)
+    check_names(service.memory.graph(chat_id), service.memory.chat(chat_id).schema, body.type, body.fields)
     result = _commit(service, chat_id, [op], body.anchor_floor, "created through the API")
     return {**result, "node": result["ops"][0]["id"]}
 
 
 @router.patch("/chats/{chat_id}/nodes/{node_id}")
 def edit_node(chat_id: str, node_id: str, body: NodeEdit, service: ServiceDep) -> dict:
-    _node(service, chat_id, node_id)
+    node = _node(service, chat_id, node_id)
+    check_title(body.title)
+    check_names(service.memory.graph(chat_id), service.memory.chat(chat_id).schema, node.type, body.set_fields,
+                exclude_id=node_id)
     ops: list[dict] = []
     change = body.model_dump(include={"title", "set_fields", "clear_fields", "importance"}, exclude_defaults=True)
     if change:
@@ -114,7 +121,7 @@ def edit_node(chat_id: str, node_id: str, body: NodeEdit, service: ServiceDep) -
 
 
 @router.delete("/chats/{chat_id}/nodes/{node_id}")
-def delete_node(chat_id: str, node_id: str, service: ServiceDep, anchor_floor: int | None = None) -> dict:
+def delete_node(chat_id: str, node_id: str, service: ServiceDep, anchor_floor: OptionalFloor = None) -> dict:
     _node(service, chat_id, node_id)
     return _commit(service, chat_id, [{"op": "delete_node", "id": node_id}], anchor_floor, "deleted through the API")
 

@@ -13,6 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
 from curator.service.server.deps import ServiceDep, Strict
+from curator.service.server.params import OptionalFloor
 
 router = APIRouter(tags=["work"])
 MaintenanceOp = Literal["compact", "consolidate", "evolve", "summarize", "forget", "reflect"]
@@ -104,7 +105,7 @@ def usage_all(service: ServiceDep) -> dict:
 
 
 @router.get("/chats/{chat_id}/commits")
-def commits(chat_id: str, service: ServiceDep, since_floor: int | None = None) -> dict:
+def commits(chat_id: str, service: ServiceDep, since_floor: OptionalFloor = None) -> dict:
     service.memory.chat(chat_id)
     return {"commits": [{"id": c.id, "anchor_floor": c.anchor_floor, "origin": c.origin, "at": c.at,
                          "ops": len(c.ops), "note": c.note}

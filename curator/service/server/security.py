@@ -28,10 +28,11 @@ class Limits:
 
 
 def is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
+    """Only 127.0.0.0/8, ::1 and `localhost` are this machine alone; "" and 0.0.0.0 mean every interface."""
+    if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
 
@@ -39,7 +40,8 @@ def is_loopback(host: str) -> bool:
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to listen beyond this machine without a token."""
     if not is_loopback(host) and not token:
-        raise CuratorError(f"refusing to serve on {host} without a bearer token",
+        where = host or "every interface (an empty --host)"
+        raise CuratorError(f"refusing to serve on {where} without a bearer token",
                            "Set --token (or $CURATOR_TOKEN), or bind to 127.0.0.1.")
 
 
@@ -49,6 +51,19 @@ def error_body(status: int, code: str, message: str, hint: str = "") -> JSONResp
 
 def _open(path: str) -> bool:
     return path in OPEN_PATHS or path == "/panel" or path.startswith(OPEN_PREFIXES)
+
+
+def _replay(body: bytes, receive):
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 class BodyTooLarge(HTTPException):
@@ -62,8 +77,9 @@ class GuardMiddleware:
     """Token, body size and rate checks before any route runs, each with a JSON 4xx. A plain ASGI middleware,
     so a body sent without a length is counted as it streams in, never buffered whole to be measured."""
 
-    def __init__(self, app, token: str | None, limits: Limits):
+    def __init__(self, app, token: str | None, limits: Limits, policy=None):
         self.app, self.token, self.limits = app, token, limits
+        self.policy = policy  # request_guard.SitePolicy: Host, Origin and content-type checks (None: none)
         self._buckets: dict[str, tuple[float, float]] = {}
         self._guard = threading.Lock()
 
@@ -71,12 +87,37 @@ class GuardMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         request = Request(scope)
-        refusal = self._refusal(request)
+        refusal = await self.policy.refusal(request) if self.policy is not None else None
+        refusal = refusal or self._refusal(request)
         if refusal is not None:
             return await refusal(scope, receive, send)
-        if request.headers.get("content-length") is None:
+        if self.policy is not None and self.policy.reads_body(request):
+            try:
+                body = await self._whole_body(receive)
+            except BodyTooLarge as exc:
+                return await error_body(413, "body_too_large", exc.detail, "Send a smaller body.")(scope, receive, send)
+            refusal = self.policy.body_refusal(body)
+            if refusal is not None:
+                return await refusal(scope, receive, send)
+            receive = _replay(body, receive)
+        elif request.headers.get("content-length") is None:
             receive = self._counted(receive)
         return await self.app(scope, receive, send)
+
+    async def _whole_body(self, receive) -> bytes:
+        """The request's body, read up to the size limit (checks that need all of it)."""
+        chunks, seen = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.limits.max_body_bytes:
+                raise BodyTooLarge(self.limits.max_body_bytes)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
 
     def _refusal(self, request: Request) -> JSONResponse | None:
         if self.token and not _open(request.url.path) and not self._authorized(request):

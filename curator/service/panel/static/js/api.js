@@ -21,7 +21,9 @@ export function setToken(value) {
 export const enc = encodeURIComponent;
 
 export async function api(method, path, body) {
-  const headers = { accept: "application/json" };
+  // x-curator-client: the service refuses state-changing requests without it (or a JSON body), so that other
+  // web pages cannot make the browser send them.
+  const headers = { accept: "application/json", "x-curator-client": "panel" };
   if (token()) headers.authorization = "Bearer " + token();
   if (body !== undefined) headers["content-type"] = "application/json";
   const url = path.startsWith("/openapi") ? path : BASE + path;

@@ -1,0 +1,54 @@
+"""Every answer that is not a success has the documented shape `{"error": {code, message, hint}}`: unknown routes
+and methods, bodies that do not parse, numbers too large for the store, text that is not Unicode, and (logged,
+without a traceback in the answer) anything unexpected."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from curator.service.server.security import error_body
+
+log = logging.getLogger("curator.server")
+
+_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+          409: "conflict", 413: "body_too_large", 415: "unsupported_media_type", 422: "invalid_request",
+          429: "rate_limited", 503: "unavailable"}
+_HINTS = {404: "See the OpenAPI document at /docs for the routes this service has.",
+          405: "See the OpenAPI document at /docs for the methods of this route.",
+          400: "Send a JSON body that parses (at most a few hundred levels deep)."}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 400 and "parsing the body" in message:
+            message = "the request body could not be parsed (not JSON, or nested too deeply)"
+        response = error_body(exc.status_code, _CODES.get(exc.status_code, f"http_{exc.status_code}"), message,
+                              _HINTS.get(exc.status_code, ""))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    @app.exception_handler(OverflowError)
+    async def too_large(request: Request, exc: OverflowError):
+        return error_body(400, "number_out_of_range", f"a number in the request is out of range: {exc}",
+                          "Floors, anchors, limits and offsets are integers below 2^63.")
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(request: Request, exc: RecursionError):
+        return error_body(400, "too_deep", "the request is nested too deeply", "Send flatter JSON.")
+
+    @app.exception_handler(UnicodeError)
+    async def not_text(request: Request, exc: UnicodeError):
+        return error_body(400, "invalid_text", f"the request holds text that is not valid Unicode: {exc.reason}",
+                          "Send UTF-8 text without lone surrogates.")
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception):
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_body(500, "internal_error", f"unexpected {type(exc).__name__}; the service log has the details",
+                          "This is a bug: please report it with the log lines.")

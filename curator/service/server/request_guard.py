@@ -1,0 +1,149 @@
+"""Requests a web page in the user's browser cannot forge, and a service DNS rebinding cannot reach.
+
+A browser sends "simple" cross-site requests (a form post, `text/plain`, no custom header) without asking the
+server first, and a page whose name was rebound to 127.0.0.1 reaches a loopback service under a foreign `Host`.
+So, on every route (API, proxy, panel), before the token check:
+
+- `Host` must be on the allow-list: the loopback names, the bound address and `allowed_hosts` (421 otherwise).
+  The check is the MCP server's own (`mcp.server.transport_security`), so `curator mcp --http` and the service
+  agree; `*` in `allowed_hosts` turns it off.
+- An `Origin` header, when sent, must be the service's own origin or on `allowed_origins` (403 otherwise).
+- POST, PUT, PATCH and DELETE must carry `Content-Type: application/json` or an `X-Curator-Client` header,
+  body or not (415 otherwise): either makes a browser ask first (CORS preflight), which the service never allows.
+  The proxy (`/v1/...`) takes `application/json` only, as the OpenAI API does.
+- A JSON body must be text a store can hold: a lone UTF-16 surrogate escape (`\\ud800`) is refused (400).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from curator.service.server.security import error_body
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+CLIENT_HEADER = "x-curator-client"
+# `\uD800`-`\uDFFF` escapes, with the backslashes before them (an even count is an escaped backslash, not an escape).
+_SURROGATE_ESCAPE = re.compile(rb"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+@dataclass(frozen=True)
+class SitePolicy:
+    """Which `Host` and `Origin` values the service answers. `bind_host` is the address it listens on."""
+
+    bind_host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()  # extra host names (with or without `:port`); "*" = any host
+    allowed_origins: tuple[str, ...] = ()  # extra origins, e.g. "http://localhost:8000" or "http://localhost:*"
+    _checker: TransportSecurityMiddleware = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        hosts: list[str] = []
+        for name in (*LOOPBACK_NAMES, _bracketed(self.bind_host), *map(_bracketed, self.allowed_hosts)):
+            if name and name not in hosts:
+                hosts += [name] if ":" in name.rsplit("]", 1)[-1] else [name, f"{name}:*"]
+        settings = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                             allowed_origins=list(self.allowed_origins))
+        object.__setattr__(self, "_checker", TransportSecurityMiddleware(settings))
+
+    async def refusal(self, request: Request) -> JSONResponse | None:
+        """A JSON 4xx for a request from the wrong site, or None."""
+        origin = request.headers.get("origin")
+        if origin is not None and _same_origin(origin, request):
+            origin = None  # the panel's own pages
+        any_host = "*" in self.allowed_hosts  # the Host check is off; the Origin check stays
+        checked = await self._checker.validate_request(_checked_view(request, origin, any_host), is_post=False)
+        if checked is not None and checked.status_code == 421:
+            return error_body(421, "misdirected_request", f"this service does not answer for host "
+                              f"{request.headers.get('host', '')!r}",
+                              "Use http://127.0.0.1:PORT, or start the service with --allow-host NAME.")
+        if checked is not None:
+            return error_body(403, "forbidden_origin", f"requests from origin {origin!r} are not allowed",
+                              "Call the service from its own pages, or start it with --allow-origin ORIGIN.")
+        if request.method in STATE_CHANGING:
+            return _content_type_refusal(request)
+        return None
+
+    @staticmethod
+    def reads_body(request: Request) -> bool:
+        """Whether the body must be read whole and checked before the route runs (JSON that changes state)."""
+        return request.method in STATE_CHANGING and _json(request.headers.get("content-type", ""))
+
+    @staticmethod
+    def body_refusal(body: bytes) -> JSONResponse | None:
+        if lone_surrogate(body):
+            return error_body(400, "invalid_text", "the body holds a lone UTF-16 surrogate (e.g. \\ud800), "
+                              "which is not text", "Send valid Unicode: characters outside the BMP as a surrogate "
+                              "pair, or plain UTF-8.")
+        return None
+
+
+def _bracketed(host: str) -> str:
+    """An IPv6 address as it appears in a Host header."""
+    host = host.strip()
+    if host in ("", "*", "0.0.0.0", "::"):
+        return ""  # a wildcard bind is not a name clients use: they are named with --allow-host
+    return f"[{host}]" if ":" in host and not host.startswith("[") and host.count(":") > 1 else host
+
+
+def _same_origin(origin: str, request: Request) -> bool:
+    host = request.headers.get("host", "")
+    return bool(host) and origin.lower() in (f"http://{host}".lower(), f"https://{host}".lower())
+
+
+def _checked_view(request: Request, origin: str | None, any_host: bool) -> Request:
+    """The request as the MCP check should see it: without its own (same-site) Origin, and under a loopback Host
+    when every host is allowed."""
+    drop_origin = origin is None and "origin" in request.headers
+    if not drop_origin and not any_host:
+        return request
+    headers = [(k, v) for k, v in request.scope["headers"] if not (drop_origin and k == b"origin")
+               and not (any_host and k == b"host")]
+    if any_host:
+        headers.append((b"host", b"localhost"))
+    return Request(dict(request.scope, headers=headers))
+
+
+def _json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _content_type_refusal(request: Request) -> JSONResponse | None:
+    content_type = request.headers.get("content-type", "")
+    if _json(content_type):
+        return None
+    if request.url.path.startswith("/v1/"):
+        return error_body(415, "unsupported_media_type", "the proxy takes `Content-Type: application/json` only",
+                          "Send the chat-completions request as JSON, as the OpenAI API expects.")
+    if CLIENT_HEADER in request.headers:
+        return None
+    return error_body(415, "unsupported_media_type",
+                      f"{request.method} needs `Content-Type: application/json` (or an X-Curator-Client header)",
+                      "Send a JSON body (`{}` when there is nothing to say); this keeps other web pages from "
+                      "calling the service through your browser.")
+
+
+def lone_surrogate(body: bytes) -> bool:
+    """Whether a JSON body escapes half of a UTF-16 surrogate pair (text no store or encoder can hold)."""
+    if b"\\u" not in body:
+        return False
+    expect_low_at = -1  # where the low half of a pair must start
+    for match in _SURROGATE_ESCAPE.finditer(body):
+        if len(match.group(1)) % 2 == 0:
+            continue  # an escaped backslash followed by the letters "uD8..": plain text
+        high = match.group(2)[1:2].lower() in b"89ab"
+        start = match.start(1) + len(match.group(1)) - 1
+        if expect_low_at >= 0:
+            if high or start != expect_low_at:
+                return True
+            expect_low_at = -1
+        elif high:
+            expect_low_at = match.end()
+        else:
+            return True
+    return expect_low_at >= 0
