@@ -161,12 +161,19 @@ def walk(tmp_path_factory):
     memory.close()
 
 
+# The proxy's pass-through endpoints relay the upstream's own answers, status and body unchanged (what a front end
+# expects of an OpenAI-compatible server); they touch no store. tests/test_proxy_frontends.py covers them.
+PASS_THROUGH = {"models", "embeddings", "completions"}
+
+
 def _routes(app) -> list[tuple[str, str, list[str], list[str], list[str] | None]]:
     """(method, path, path params, query params, body fields or None) of every route the app documents."""
     spec = app.openapi()
     schemas = spec.get("components", {}).get("schemas", {})
     routes = []
     for path, ops in spec["paths"].items():
+        if path.rsplit("/", 1)[-1] in PASS_THROUGH and not path.endswith("/chat/completions"):
+            continue
         for method, op in ops.items():
             params = op.get("parameters", [])
             body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")

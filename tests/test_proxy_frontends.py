@@ -95,8 +95,9 @@ def settle(http, chat):
     st_harness.settle(str(http.base_url), memory, chat)
 
 
-def ask(http, chat, messages, **extra):
-    return http.post(f"/v1/chats/{chat}/chat/completions", json={"model": "m", "messages": messages, **extra})
+def ask(http, chat, messages, headers=None, **extra):
+    return http.post(f"/v1/chats/{chat}/chat/completions", json={"model": "m", "messages": messages, **extra},
+                     headers=headers)
 
 
 def test_models_embeddings_and_completions_pass_through_and_the_placeholder_key_is_dropped(service, monkeypatch):
@@ -182,7 +183,9 @@ def test_a_fact_written_by_hand_survives_a_regenerate_and_a_swipe(service):
     assert memory.graph("m").find_by_name("Saela") and sorted(calls) == [1, 1, 3]
     # an edit of the user message it is anchored at rolls it back like the memory around it
     upstream.queue.append([reply_text(1)])
-    ask(http, "m", [{"role": "user", "content": "Hello instead"}])
+    edited = ask(http, "m", [{"role": "user", "content": "Hello instead"}])
+    assert edited.status_code == 409  # no shared start with the stored chat: refused unless it says so
+    ask(http, "m", [{"role": "user", "content": "Hello instead"}], headers={"X-Curator-Allow-Rollback": "true"})
     settle(http, "m")
     assert not memory.graph("m").find_by_name("Saela")
 

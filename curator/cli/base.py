@@ -42,19 +42,13 @@ def reported(command):
     def run(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (CuratorError, ValueError) as exc:
-            from curator.schemas import SchemaError  # not loaded for `--help`
-
-            if not isinstance(exc, (CuratorError, SchemaError)):
-                raise
+        except (CuratorError, *INPUT_ERRORS) as exc:
             if state["debug"]:
                 traceback.print_exc()
-            console.print_error(str(exc), getattr(exc, "hint", "") or _schema_hint(exc))
-            raise typer.Exit(1) from None
-        except INPUT_ERRORS as exc:  # bad files, damaged databases: one line, not a traceback
-            if state["debug"]:
-                traceback.print_exc()
-            console.print_error(*input_error_message(exc))
+            if isinstance(exc, CuratorError) or _is_schema_error(exc):
+                console.print_error(str(exc), getattr(exc, "hint", "") or _schema_hint(exc))
+            else:  # bad files, damaged databases: one line, not a traceback
+                console.print_error(*input_error_message(exc))
             raise typer.Exit(1) from None
 
     return run
@@ -83,6 +77,12 @@ def require_models(*tasks: str) -> None:
     settings = load_settings(data_dir(state["data"]))  # reads config.yaml if there is one; creates nothing
     for task in tasks:
         settings.profile_for(task)
+
+
+def _is_schema_error(exc: Exception) -> bool:
+    from curator.schemas import SchemaError  # not loaded for `--help`
+
+    return isinstance(exc, SchemaError)
 
 
 def _schema_hint(exc: Exception) -> str:

@@ -204,13 +204,14 @@ def ingest(
     """Replay a chat file floor by floor, extracting memory as a live chat would (resumable)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from curator.extract.chatfile import read_chat
+    from curator.extract.ingest import chat_messages
     from curator.settings import load_settings
     from curator.paths import data_dir
 
-    # Before anything is created: the file must be a chat, and the writing channel needs its model.
-    read_chat(file)
-    channel = load_settings(data_dir(state["data"])).extraction.channel
+    # Before anything is created: the file must be a chat, and the writing channel needs its model (unless
+    # `--limit 0` asks to store the messages only).
+    chat_messages(file)
+    channel = load_settings(data_dir(state["data"])).extraction.channel if limit != 0 else "off"
     require_models(*{"extractor": ("extract",), "curator": ("curate",), "both": ("extract", "curate")}.get(channel, ()))
     with open_memory() as memory, Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),

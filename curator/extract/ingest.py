@@ -70,6 +70,17 @@ def first_changed_floor(stored: list[Message], incoming: list[Message]) -> int |
     return None
 
 
+def chat_messages(path: Path) -> list[Message]:
+    """The file's messages; a file with no user or assistant message is refused (ingesting it would clear the
+    chat's memory)."""
+    messages = read_chat(path).messages
+    if not any(m.role in ("user", "assistant") for m in messages):
+        raise ChatFileError(f"{path}: the file holds no chat messages (only a header or system lines)",
+                            "Nothing was changed. Check that this is the chat file you meant; ingesting it would "
+                            "clear the chat's memory.")
+    return messages
+
+
 async def ingest(store: Store, chat_id: str, path: str | Path, settings: Settings, *,
                  schema: Schema | str = "default", model: Model | None = None,
                  on_step: Callable[[ExtractionResult, int, int], None] | None = None,
@@ -78,11 +89,7 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
     """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new).
     `after_step` runs after each successful extraction step (scheduled maintenance) and returns its reports."""
     started = time.perf_counter()
-    messages = read_chat(path).messages
-    if not any(m.role in ("user", "assistant") for m in messages):
-        raise ChatFileError(f"{path}: the file holds no chat messages (only a header or system lines)",
-                            "Nothing was changed. Check that this is the chat file you meant; ingesting it would "
-                            "clear the chat's memory.")
+    messages = chat_messages(path)
     if not store.has_chat(chat_id):
         store.create_chat(chat_id, schema if isinstance(schema, Schema) else load_schema(schema))
     changed = first_changed_floor(store.messages(chat_id), messages)
