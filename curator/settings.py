@@ -83,6 +83,7 @@ class RecallSettings(_Strict):
     position: str = "at_depth"
     depth: int = 9999
     role: Literal["system", "user", "assistant"] = "system"
+    speaker: str | None = None  # who speaks next (the character card's name); default: the newest assistant name
 
 
 class Settings(_Strict):
