@@ -23,6 +23,7 @@ from starlette.background import BackgroundTask
 
 from curator.errors import CuratorError
 from curator.store.messages import Message
+from curator.service.history_window import HEADER as WINDOW_HEADER, SAVED_HEADER, history_floors, keep_recent_floors
 from curator.service.server.security import error_body
 
 log = logging.getLogger("curator.proxy")
@@ -105,8 +106,10 @@ async def _proxy(request: Request, path_chat: str | None):
         return error_body(400, "invalid_request", "a chat-completions request needs a non-empty `messages` list")
     chat_id = _chat_id(request, body, path_chat)
     floors = floors_of(body["messages"])
+    window = history_floors(service.memory.settings.recall.history_floors, request.headers.get(WINDOW_HEADER))
     injection, start = await run_in_threadpool(_prepare, service, chat_id, floors)
-    forwarded = dict(body, messages=inject(body["messages"], injection.text if injection else "",
+    messages, dropped, saved = keep_recent_floors(body["messages"], window if injection and injection.text else 0)
+    forwarded = dict(body, messages=inject(messages, injection.text if injection else "",
                                            injection.placement if injection else {}))
     headers = {"content-type": "application/json"}
     key = os.environ.get(config.key_env, "") if config.key_env else ""
@@ -117,6 +120,9 @@ async def _proxy(request: Request, path_chat: str | None):
     url = config.upstream.rstrip("/") + "/chat/completions"
     extra = {"x-curator-chat": chat_id,
              "x-curator-memory-tokens": str(injection.tokens if injection else 0)}
+    if window:
+        extra[SAVED_HEADER] = str(saved)
+        log.info("proxy: chat %s: %d old messages (%d tokens) left to memory", chat_id, dropped, saved)
     client = config.client()
     if body.get("stream"):
         upstream = await client.send(client.build_request("POST", url, json=forwarded, headers=headers), stream=True)
