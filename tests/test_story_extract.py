@@ -145,3 +145,27 @@ def test_a_type_off_its_cadence_is_extracted_when_the_reply_names_it(live):
     [result] = extract_next(live, script)
     assert result.ok and "location_state" in result.active_types
     assert [n.title for n in live.graph("road").nodes(type="location_state")][-1] == "The mill"
+
+
+def test_the_curators_write_tools_carry_the_same_story_fields(memory, chat):
+    from curator.tools import Workspace, invoke, run_tools
+
+    ws = Workspace.open(memory.store, chat, anchor=5, seq=1, active_types=["character_sheet", "event"])
+    try:
+        def call(name, **args):
+            spec = next(t for t in run_tools(ws.schema, ws.active_types) if t.name == name)
+            return invoke(spec, ws, args)
+
+        done = call("create_event", summary="Eileen confides in Rowan.", story_time="1893-10-04", scene="camp",
+                    region="Camp", region_path="The Vale", known_by=["Eileen", "n_rowan"])
+        assert done["ok"], done
+        node = ws.graph.get(done["id"])
+        assert node.scope["region"] == "The Vale > Camp" and node.story_time["segment"].startswith("1893-10-04.0000")
+        assert {e.source for e in ws.graph.edges(node.id, relation="knows")} == {"n_eileen", "n_rowan"}
+        edited = call("edit_event", node_id=done["id"], pov="the healer")  # Eileen, by alias
+        assert edited["ok"] and ws.graph.get(done["id"]).scope == {"layer": "pov", "owner": "Eileen",
+                                                                   "region": "The Vale > Camp"}
+        assert "looks like a date" in call("create_event", summary="x", story_time="2023-02-30")["error"]
+        assert "known_by" in call("create_event", summary="x", known_by=["Nobody"])["error"]
+    finally:
+        ws.close()

@@ -16,7 +16,7 @@ def story_args(schema: Schema, spec: TypeSpec) -> dict[str, Any]:
     return story_fields(schema.relation(KNOWS) is not None) if spec.story else {}
 
 
-def story_ops(ws: Workspace, spec: TypeSpec, given: Any, op: dict, *, editing: bool = False) -> list[dict]:
+def story_ops(ws: Workspace, spec: TypeSpec, given: Any, op: dict) -> list[dict]:
     """Put scope/story_time on `op` (a create or update) from the tool's arguments; return the `knows` links to
     stage after it (their target is filled in by the caller once the node id is known: key `target` = None)."""
     if not spec.story:
@@ -35,9 +35,10 @@ def story_ops(ws: Workspace, spec: TypeSpec, given: Any, op: dict, *, editing: b
     if story is not None:
         op["story_time"] = story
     if owner is not None or region is not None:
-        op["scope"] = {"layer": "pov" if owner else "objective", "owner": owner, "region": region}
-    elif editing and values["pov"] == "":
-        op["scope"] = {"layer": "objective", "owner": None, "region": None}
+        current = ws.graph.get(op["id"]).scope if op["op"] == "update_node" else {}
+        owner = owner or current.get("owner")  # an edit changes only what it gives
+        op["scope"] = {"layer": "pov" if owner else "objective", "owner": owner,
+                       "region": region or current.get("region")}
     links = []
     for name in values.get("known_by") or []:
         if name and name.strip():

@@ -131,7 +131,7 @@ def _edit_tool(spec: TypeSpec, schema: Schema) -> ToolSpec:
             op["title"] = given.title.strip()
         if given.importance is not None:
             op["importance"] = given.importance
-        knows = story_ops(ws, spec, given, op, editing=True)
+        knows = story_ops(ws, spec, given, op)
         if not (changes or given.clear_fields or knows or {"title", "importance", "scope", "story_time"} & set(op)):
             raise ToolError("nothing to change", "Give set_fields, clear_fields, title or importance.")
         if ws.anchor > node.floor_to:

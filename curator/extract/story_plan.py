@@ -36,7 +36,10 @@ def apply_story(plan, schema: Schema, graph: GraphView, anchor: int, resolve: Ca
             if owner_id == node_id:
                 raise StoryInputError(f"{where}.pov: a memory cannot be its own point of view; name the character")
         if owner is not None or region is not None:
-            scope = {"layer": "pov" if owner else "objective", "owner": owner, "region": region}
+            current = {} if node_id in plan._creates else (graph.get(node_id).scope or {})
+            owner = owner or current.get("owner")  # an update changes only what it gives
+            scope = {"layer": "pov" if owner else "objective", "owner": owner,
+                     "region": region or current.get("region")}
         _set(plan, graph, node_id, scope, story)
         for index, name in enumerate(getattr(item, "known_by", None) or [] if knowledge else []):
             if not name or not name.strip():

@@ -35,30 +35,23 @@ class StoryInputError(ValueError):
 
 
 def story_fields(with_knowledge: bool) -> dict:
-    """The pydantic field definitions added to an item of a `story` type (output model and write tools)."""
-    fields: dict = {
-        "story_time": (str | None, Field(default=None, description=(
-            "when, as the story names it: a date ('1893-10-04'), 'the third night', 'the morning after the fire'"))),
-        "scene": (str | None, Field(default=None, description="short scene id; reuse it to continue that scene")),
-        "flashback": (bool, Field(default=False, description="true if this is remembered from earlier")),
-        "region": (str | None, Field(default=None, description="the place it happens (primary)")),
-        "region_path": (str | None, Field(default=None, description="wider places, widest first, 'A > B'")),
-        "pov": (str | None, Field(default=None, description="whose belief this is; empty = objective fact")),
-    }
+    """The pydantic field definitions added to an item of a `story` type (output model and write tools). Short on
+    purpose: the type's description in the user prompt says what they mean (`story_prompt_lines`)."""
+    fields: dict = {"story_time": (str, ""), "scene": (str, ""), "flashback": (bool, False), "region": (str, ""),
+                    "region_path": (str, ""), "pov": (str, "")}
     if with_knowledge:
-        fields["known_by"] = (list[str], Field(default_factory=list, description=(
-            "characters who witnessed it or were told; empty = common knowledge")))
+        fields["known_by"] = (list[str], Field(default_factory=list))
     return fields
 
 
 def story_prompt_lines(with_knowledge: bool) -> list[str]:
     """How the extra fields read in the type's description in the user prompt (the system prompt is unchanged)."""
-    lines = ["- story_time, scene, flashback: when it happens in the story (as the story names it), the scene id, "
-             "and whether it is remembered from earlier",
-             "- region, region_path: where (the place, then the wider places, widest first)",
-             "- pov: the character whose belief or view this is; leave empty for what objectively happened"]
+    lines = ["- story_time: when, as the story names it ('1893-10-04', 'the third night'); scene: a short id, "
+             "reused while the scene goes on; flashback: true for a remembered earlier time",
+             "- region: where; region_path: the wider places, widest first ('The Vale > Millbrook')",
+             "- pov: the character whose belief this is; empty for what objectively happened"]
     if with_knowledge:
-        lines.append("- known_by: who saw it or was told; leave empty when everyone could know it")
+        lines.append("- known_by: who saw it or was told; empty when anyone could know it")
     return lines
 
 
@@ -171,9 +164,10 @@ class StoryClock:
 def _day(label: str) -> str | None:
     """The first day a label names, as ISO text; a label that looks like a date but is none is an error."""
     windows = date_windows(label)
-    if not windows:
-        if _DATE_LIKE.search(label):
+    for found in _DATE_LIKE.findall(label):
+        if not date_windows(found):
             raise StoryInputError(f"story_time {label!r} looks like a date but is not one: write YYYY-MM-DD with "
                                   "a month 1-12 and a day that month has, or name the time as the story does")
+    if not windows:
         return None
     return windows[0][0].isoformat().rjust(10, "0")
