@@ -13,6 +13,7 @@ the start of the current day) and never moves "now". The stored segment is `key|
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ __all__ = ["STORY_FIELDS", "StoryClock", "StoryInputError", "parse_segment", "re
 KNOWS = "knows"  # the engine's relation: character -> memory they witnessed or were told
 NO_DATE = "0000-00-00"
 _KEY = re.compile(r"^(\d{4}-\d{2}-\d{2})\.(\d{4})$")
-_DATE_LIKE = re.compile(r"\b\d{3,4}-\d{1,2}-\d{1,2}\b")
+_DATE_LIKE = re.compile(r"\b(\d{3,4})-(\d{1,2})-(\d{1,2})\b")
 _PATH_SPLIT = re.compile(r"\s*(?:>|/|→)\s*")
 
 
@@ -164,10 +165,12 @@ class StoryClock:
 def _day(label: str) -> str | None:
     """The first day a label names, as ISO text; a label that looks like a date but is none is an error."""
     windows = date_windows(label)
-    for found in _DATE_LIKE.findall(label):
-        if not date_windows(found):
+    for year, month, day in _DATE_LIKE.findall(label):
+        try:
+            dt.date(int(year), int(month), int(day))
+        except ValueError:
             raise StoryInputError(f"story_time {label!r} looks like a date but is not one: write YYYY-MM-DD with "
-                                  "a month 1-12 and a day that month has, or name the time as the story does")
+                                  "a month 1-12 and a day that month has, or name the time as the story does") from None
     if not windows:
         return None
     return windows[0][0].isoformat().rjust(10, "0")
