@@ -2,7 +2,8 @@
 
 Each conversation becomes a chat: its turns are the chat's messages (one floor each), and each observation becomes
 an event node of a small custom schema, with the floors of the turns it came from and the session date as its story
-time, as the extractor would have written it; each question of categories 1-4 with evidence is recalled; evidence recall@k is the share of the question's evidence
+time (with `--story-time normalised`, placed by the extractor's story clock, as the extractor writes it); each
+question of categories 1-4 with evidence is recalled; evidence recall@k is the share of the question's evidence
 turns (dia_ids) covered by the top-k recalled nodes. Reported for `hybrid` (the default, no LLM), `rag` (vector
 top-K, no rewrite, no rerank) and two baselines run in the same script: plain BM25 over the same documents, and a
 plain Chroma query with the same embedder. Figures are given for all five conversations, for the three used to
@@ -19,6 +20,7 @@ from _common import TempMemory, emit, environment, latency_summary, now, parse_a
 import curator
 from curator.recall.lexical import BM25
 from curator.store.messages import Message
+from curator.store.story_time import StoryClock
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 TUNE, HELD_OUT = ("conv-26", "conv-41", "conv-43"), ("conv-47", "conv-49")
@@ -124,6 +126,9 @@ def main() -> None:
         parser.add_argument("--link-sessions", action="store_true",
                             help="link consecutive observations of a session (follows)")
         parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
+        parser.add_argument("--story-time", choices=("direct", "normalised"), default="direct",
+                            help="direct: the session date is set as the story-time label; normalised: it goes "
+                                 "through the extractor's story clock (label, sortable segment, session as scene)")
 
     args = parse_args(__doc__.splitlines()[0], extra)
     if not DATA.exists():
@@ -154,12 +159,15 @@ def main() -> None:
             memory.create_chat(name, schema_path)
             memory.set_messages(name, messages)
             ops = []
+            clock = StoryClock()  # the normaliser the extractor uses (curator/store/story_time.py)
             for i, item in enumerate(items):
+                when = ({"label": item["date"]} if args.story_time == "direct"
+                        else clock.place(item["date"], scene=item["session"]))
                 spots = sorted(floor_of[d] for d in item["dia_ids"] if d in floor_of) or [0]
                 ops.append({"op": "create_node", "id": f"o{i}", "type": "observation", "title": item["text"][:80],
                             "fields": {"text": item["text"], "speaker": item["speaker"], "date": item["date"],
                                        "dia_ids": ",".join(item["dia_ids"])},
-                            "floor_from": spots[0], "floor_to": spots[-1], "story_time": {"label": item["date"]}})
+                            "floor_from": spots[0], "floor_to": spots[-1], "story_time": when})
             ops += [{"op": "create_node", "id": f"p{n}", "type": "person", "fields": {"name": s}}
                     for n, s in enumerate(speakers)]
             ops += [{"op": "link", "source": f"p{speakers.index(item['speaker'])}", "target": f"o{i}",
@@ -182,6 +190,7 @@ def main() -> None:
                for group, names in groups.items() if names}
     report = {"benchmark": "recall_locomo", "quick": args.quick, "env": environment(),
               "params": {"conversations": list(per_conv), "link_sessions": args.link_sessions,
+                         "story_time": args.story_time,
                          "questions": sum(len(v["hybrid"]) for v in per_conv.values())},
               "results": {"metrics": results, "latency": {m: latency_summary(v) for m, v in latency.items() if v}}}
 
@@ -192,7 +201,8 @@ def main() -> None:
                 lines.append((f"{group}: {method}", metrics["R@5"], metrics["R@10"], metrics["R@20"], metrics["MRR"],
                               r["results"]["latency"][method]["p50_ms"]))
         return table(["split: method", "R@5", "R@10", "R@20", "MRR", "p50 ms"], lines) + \
-            f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}"
+            f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}; " \
+            f"story_time={r['params']['story_time']}"
 
     emit(args, report, render)
 

@@ -136,3 +136,21 @@ def test_a_chat_without_points_of_view_renders_as_before(chat, memory):
     assert injection.speaker is None and all(c.view == "" for c in injection.persistent + injection.recalled)
     assert "known to" not in injection.text
 
+
+
+def test_the_http_recall_takes_the_speaker(tale):
+    import httpx2
+
+    from curator.extract.scripted import scripted_model
+    from curator.service.server import ServiceConfig, create_app
+    from curator.service.server.runner import ThreadedServer
+
+    app = create_app(tale, ServiceConfig(model=scripted_model()))
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+        views = {}
+        for speaker in ("Cole", "Bram"):
+            answer = client.post("/chats/tale/recall", json={"query": "who forged the ledger?", "speaker": speaker})
+            assert answer.status_code == 200
+            views[speaker] = {n["id"]: n.get("view") for n in answer.json()["blocks"]["recalled"]}
+        assert views["Cole"]["e_secret"] == "unknown" and views["Bram"]["e_secret"] == "known"
+        assert client.post("/chats/tale/recall", json={"query": "x", "speaker": "y" * 201}).status_code in (400, 422)

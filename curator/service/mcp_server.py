@@ -94,10 +94,10 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
         return [_node(n) for n in memory.graph(chat).timeline(floor_from, floor_to, types)][:500]
 
     @read
-    def recall(chat: str, query: str, user_floor: int | None = None) -> dict:
+    def recall(chat: str, query: str, user_floor: int | None = None, speaker: str | None = None) -> dict:
         """The memory for the next reply to `query`: persistent and recalled blocks within the token budget,
-        the rendered text and where to place it."""
-        return memory.recall(chat, query, user_floor=user_floor).to_dict()
+        the rendered text and where to place it. `speaker`: who speaks next (default: the newest assistant name)."""
+        return memory.recall(chat, query, user_floor=user_floor, **({"speaker": speaker} if speaker else {})).to_dict()
 
     if allow_writes:
         def write(fn):
