@@ -14,7 +14,8 @@ ledger?"). Reported, per story:
 - kept: the share where the memory the speaker needs is in the injection, in the right section: the secret for one
   who knows it, the speaker's own mistaken belief (labelled as their belief) for C, the public rumour for the others
   (goal >= 0.9);
-- the same with the story features off (every story weight 0), measured in the same run.
+- the same with the story features off (every story weight 0), measured in the same run;
+- the share of story-time questions ("What happened on day 12?", about filler events) whose event is injected.
 The weights are chosen on the first story (tuning) from a small grid and reported on the second (held out).
 
     python bench/pov_recall.py [--quick] [--json]
@@ -92,13 +93,15 @@ def script(seed: int, people: tuple[str, ...], secrets: int, fillers: int) -> tu
             topic = TOPICS[index]
             text = f"Everyone in the square whispers about {topic}, but nobody says who was behind it."
             answers.append({"event": [{"summary": text, **base}], "reply": text})
-            next(f for f in facts if f["topic"] == topic)["rumour"] = text
+            next(f for f in facts if f.get("topic") == topic)["rumour"] = text
         else:
             a, b = rng.sample(people, 2)
             text = FILLERS[index % len(FILLERS)].format(a=a, b=b) + f" at the {place.lower()}."
+            summary = text[0].upper() + text[1:]
             answers.append({"character": [{"name": a}, {"name": b}],
-                            "event": [{"summary": text[0].upper() + text[1:], "participants": f"{a}, {b}", **base}],
+                            "event": [{"summary": summary, "participants": f"{a}, {b}", **base}],
                             "reply": text})
+            facts.append({"day": day, "summary": summary})
     return answers, facts
 
 
@@ -130,9 +133,17 @@ def build(memory, name: str, answers: list[dict]) -> None:
 
 
 def evaluate(memory, name: str, facts: list[dict], people: tuple[str, ...]) -> dict:
+    """Leaks and kept memories over the secret questions, and the share of story-time questions ("What happened
+    on day 12?") whose event is in the injection."""
     leaks = kept = total = 0
     misses: list[str] = []
-    for fact in facts:
+    days = [f for f in facts if "day" in f]
+    found = 0
+    for fact in days:
+        injection = memory.recall(name, f"What happened on day {fact['day']}?", speaker=people[fact["day"] % 6],
+                                  max_results=MAX_RESULTS)
+        found += any(c.node.fields.get("summary") == fact["summary"] for c in injection.recalled + injection.persistent)
+    for fact in (f for f in facts if "topic" in f):
         for speaker in people:
             injection = memory.recall(name, f"What do you know about {fact['topic']}?", speaker=speaker,
                                       max_results=MAX_RESULTS)
@@ -152,7 +163,8 @@ def evaluate(memory, name: str, facts: list[dict], people: tuple[str, ...]) -> d
             kept += ok
             if not ok and len(misses) < 5:
                 misses.append(f"{speaker}: {fact['topic']}")
-    return {"injections": total, "leaks": round(leaks / total, 4), "kept": round(kept / total, 4), "misses": misses}
+    return {"injections": total, "leaks": round(leaks / total, 4), "kept": round(kept / total, 4), "misses": misses,
+            "time_questions": len(days), "time_kept": round(found / len(days), 4) if days else None}
 
 
 def set_weights(values: dict[str, float]) -> None:
@@ -182,10 +194,19 @@ def main() -> None:
         set_weights(off)
         results["off"] = {n: evaluate(memory, n, *facts_of[n]) for n in STORIES}
         tuned = []
-        for combo in grid:
+        for combo in grid:  # the point-of-view weights, on the secret questions
+            started = now()
             set_weights({**shipped, **combo})
-            tuned.append((evaluate(memory, "tune", *facts_of["tune"])["kept"], -sum(combo.values()), combo))
+            row = evaluate(memory, "tune", *facts_of["tune"])
+            tuned.append(((row["kept"], row["time_kept"]), -sum(combo.values()), combo))
+            progress(f"{combo}: kept {row['kept']} ({now() - started:.1f}s)")
         best = max(tuned, key=lambda t: (t[0], t[1]))[2]
+        times = []
+        for bonus in (0.5, 1.0, 2.0, 3.0):  # then the story-time weight, on the time questions
+            set_weights({**shipped, **best, "STORY_TIME_BONUS": bonus})
+            row = evaluate(memory, "tune", *facts_of["tune"])
+            times.append(((row["time_kept"], row["kept"]), -bonus, bonus))
+        best["STORY_TIME_BONUS"] = max(times)[2]
         progress(f"best on tune: {best}")
         set_weights({**shipped, **best})
         results["tuned"] = {n: evaluate(memory, n, *facts_of[n]) for n in STORIES}
@@ -196,9 +217,11 @@ def main() -> None:
               "results": results}
 
     def render(r: dict) -> str:
-        rows = [(f"{weights}: {story_name}", m["injections"], m["leaks"], m["kept"], ", ".join(m["misses"][:2]))
+        rows = [(f"{weights}: {story_name}", m["injections"], m["leaks"], m["kept"], m["time_kept"],
+                 ", ".join(m["misses"][:2]))
                 for weights, by_story in r["results"].items() for story_name, m in by_story.items()]
-        return (table(["weights: story", "injections", "leak share", "kept share", "first misses"], rows)
+        return (table(["weights: story", "injections", "leak share", "kept share", "day questions kept",
+                       "first misses"], rows)
                 + f"\nshipped weights {r['params']['shipped']}\nbest on tune {r['params']['best']}")
 
     emit(args, report, render)

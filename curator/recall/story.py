@@ -31,10 +31,11 @@ REGION_BONUS, ADJACENT_BONUS = 0.5, 0.25  # the current region, an adjacent one
 STORY_TIME_BONUS = 2.0  # the query names the memory's story time
 KNOWING = (KNOWS, "involved_in")  # relations from a character to a memory that make them know it
 _STOP = set("the a an of in on at to and or for by with from into after before during this that these those its "
-            "his her their our my your day time when".split())
+            "his her their our my your when what which who whom how did does do was were is are happened happen "
+            "then there".split())
 _MONTHS = set("january february march april may june july august september october november december jan feb mar "
               "apr jun jul aug sep sept oct nov dec am pm".split())
-_WORD = re.compile(r"[^\W\d_]{3,}")
+_WORD = re.compile(r"[^\W_]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
@@ -172,7 +173,10 @@ def adjacent(a: str, b: str) -> bool:
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(_stem(w) for w in _WORD.findall(text.casefold()) if w not in _STOP and w not in _MONTHS)
+    """Content words and numbers ("day 7", "the night of the fire"); month names and am/pm are left to the date
+    bonus, so a calendar label ("1:56 pm on 8 May, 2023") matches only a query that names all its numbers."""
+    return frozenset(_stem(w) for w in _WORD.findall(text.casefold()) if w not in _STOP and w not in _MONTHS
+                     and (len(w) >= 3 or w.isdigit()))
 
 
 def _stem(word: str) -> str:
@@ -180,12 +184,12 @@ def _stem(word: str) -> str:
 
 
 def _named_times(query: str, data: StoryData) -> set[str]:
-    """Memories whose story-time label the query names: every content word of the label (at least one) is in the
-    query, or the CJK label appears in it whole."""
+    """Memories whose story-time label the query names: every content word and number of the label (at least one
+    word that is not a number) is in the query, or the CJK label appears in it whole."""
     words = _words(query)
     out = set()
     for node_id, (label, label_words) in data.labels.items():
-        if label_words and label_words <= words:
+        if label_words and label_words <= words and not all(w.isdigit() for w in label_words):
             out.add(node_id)
         elif _CJK.search(label) and label in query:
             out.add(node_id)
