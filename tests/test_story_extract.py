@@ -169,3 +169,21 @@ def test_the_curators_write_tools_carry_the_same_story_fields(memory, chat):
         assert "known_by" in call("create_event", summary="x", known_by=["Nobody"])["error"]
     finally:
         ws.close()
+
+
+def test_events_of_many_regions_still_fold_into_one_timeline(memory):
+    from curator.maintenance.compression import plan_batches
+
+    memory.create_chat("walk", "default")
+    ops = [{"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i}", "fields": {"summary": f"s{i}"},
+            "floor_from": i, "floor_to": i, "scope": {"region": f"Vale > Place {i}"}} for i in range(12)]
+    ops.append({"op": "create_node", "id": "p0", "type": "event", "title": "Summary p", "fields": {"summary": "p"},
+                "floor_from": 12, "floor_to": 12, "scope": {"layer": "pov", "owner": "Ann", "region": "Vale > Place 0"}})
+    memory.commit("walk", ops, 12, "test")
+    graph = memory.graph("walk")
+    spec = memory.chat("walk").schema.types["event"]
+    batches = plan_batches(graph.nodes(type="event"), spec, 0)
+    assert [[n.id for n in b] for b in batches] == [["e0", "e1", "e2"], ["e3", "e4", "e5"]]  # 12 > 9, keep 6
+    memory.commit("walk", [{"op": "compact", "id": "s1", "type": "event", "title": "Summary A",
+                            "fields": {"summary": "a"}, "children": ["e0", "e1", "e2"]}], 12, "test")
+    assert memory.graph("walk").get("s1").scope == {"layer": "objective", "owner": None, "region": None}
