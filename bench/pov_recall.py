@@ -4,8 +4,8 @@ real extractor (a scripted model writes the answers, the engine normalises story
 Each story has six characters. For each secret, A tells B something in confidence (known_by A and B), one other
 character C holds a false belief about it (a POV memory that `contradicts` the secret), the three others each hold
 a guess of their own (POV memories), and a public event says the matter is rumoured. Filler events of the same places compete for the slots. The chat uses the `bme` preset with
-the event timeline capped at its newest 8 in the persistent block (the older events compete in recall), and recall
-keeps at most 5 memories, so the order matters.
+the event timeline capped at its newest 4 in the persistent block (the older events compete in recall), and recall
+keeps at most 3 memories, so the order matters.
 
 Then the same question about each secret is asked as every character ("What do you know about the forged
 ledger?"). Reported, per story:
@@ -50,7 +50,7 @@ PLACES = [("Vale > Millbrook", "Mill"), ("Vale > Millbrook", "Market"), ("Vale >
 FILLERS = ["{a} and {b} haggle over the price of salt", "{a} repairs a cart wheel while {b} watches",
            "{a} sings an old song and {b} joins in", "{a} loses a bet to {b} over a game of dice",
            "{a} and {b} shelter from the rain", "{a} teaches {b} to tie a sailor's knot"]
-MAX_RESULTS = 5  # a tight recall, so the order matters
+MAX_RESULTS = 3  # a tight recall, so the order matters
 WEIGHTS = ("KNOWN_BONUS", "UNKNOWN_PENALTY", "OWN_POV_BONUS", "OTHER_POV_PENALTY", "REGION_BONUS", "ADJACENT_BONUS",
            "STORY_TIME_BONUS")
 
@@ -120,7 +120,7 @@ def model_for(answers: list[dict]) -> FunctionModel:
 def build(memory, name: str, answers: list[dict]) -> None:
     schema = load_preset("bme")
     event = schema.types["event"]
-    capped = event.model_copy(update={"always_inject": event.always_inject.model_copy(update={"max_per_type": 8})})
+    capped = event.model_copy(update={"always_inject": event.always_inject.model_copy(update={"max_per_type": 4})})
     memory.create_chat(name, schema.model_copy(update={"types": {**schema.types, "event": capped}}))
     messages = []
     for i, item in enumerate(answers):

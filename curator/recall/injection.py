@@ -72,6 +72,7 @@ class Injection:
             "dropped_for_budget": self.dropped_for_budget[:DROPPED_LISTED], "dropped_count": self.dropped_count,
             "placement": self.placement,
             "usage": self.usage.to_dict(), "text": self.text,
+            **({"speaker": self.speaker} if self.speaker else {}),
         }
 
 
