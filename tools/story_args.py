@@ -13,7 +13,7 @@ from curator.tools.workspace import ToolError, Workspace
 
 def story_args(schema: Schema, spec: TypeSpec) -> dict[str, Any]:
     """Extra tool arguments for a `story` type (none for the others)."""
-    return story_fields(schema.relation(KNOWS) is not None) if spec.story else {}
+    return story_fields(schema.relation(KNOWS) is not None, described=True) if spec.story else {}
 
 
 def story_ops(ws: Workspace, spec: TypeSpec, given: Any, op: dict) -> list[dict]:

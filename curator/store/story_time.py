@@ -35,14 +35,26 @@ class StoryInputError(ValueError):
     """A story-time/place/POV value the engine cannot use; the message is meant for the model."""
 
 
-def story_fields(with_knowledge: bool) -> dict:
-    """The pydantic field definitions added to an item of a `story` type (output model and write tools). Short on
-    purpose: the type's description in the user prompt says what they mean (`story_prompt_lines`)."""
-    fields: dict = {"story_time": (str, ""), "scene": (str, ""), "flashback": (bool, False), "region": (str, ""),
-                    "region_path": (str, ""), "pov": (str, "")}
+_HINTS = {"story_time": "when, as the story names it ('1893-10-04', 'the third night')",
+          "scene": "a short scene id, reused while the scene goes on", "flashback": "true for a remembered earlier time",
+          "region": "where it happens", "region_path": "the wider places, widest first ('The Vale > Millbrook')",
+          "pov": "the character whose belief this is; empty for what objectively happened",
+          "known_by": "who saw it or was told; empty when anyone could know it"}
+
+
+def story_fields(with_knowledge: bool, described: bool = False) -> dict:
+    """The pydantic field definitions added to an item of a `story` type. The extractor's output model leaves the
+    descriptions out (its user prompt says what they mean, see `story_prompt_lines`); the curator's write tools,
+    whose only documentation is their schema, have them (`described`)."""
+    def hint(name: str) -> dict:
+        return {"description": _HINTS[name]} if described else {}
+
+    fields: dict = {name: (str, Field(default="", **hint(name)))
+                    for name in ("story_time", "scene", "region", "region_path", "pov")}
+    fields["flashback"] = (bool, Field(default=False, **hint("flashback")))
     if with_knowledge:
-        fields["known_by"] = (list[str], Field(default_factory=list))
-    return fields
+        fields["known_by"] = (list[str], Field(default_factory=list, **hint("known_by")))
+    return {name: fields[name] for name in STORY_FIELDS if name in fields}
 
 
 def story_prompt_lines(with_knowledge: bool) -> list[str]:
