@@ -126,15 +126,16 @@ def main() -> None:
         parser.add_argument("--link-sessions", action="store_true",
                             help="link consecutive observations of a session (follows)")
         parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
+        parser.add_argument("--data", type=Path, default=DATA, help="the LoCoMo dev file (default: %(default)s)")
         parser.add_argument("--story-time", choices=("direct", "normalised"), default="direct",
                             help="direct: the session date is set as the story-time label; normalised: it goes "
                                  "through the extractor's story clock (label, sortable segment, session as scene)")
 
     args = parse_args(__doc__.splitlines()[0], extra)
-    if not DATA.exists():
-        print(f"skipped: {DATA} is absent")
+    if not args.data.exists():
+        print(f"skipped: {args.data} is absent")
         return
-    convs = json.loads(DATA.read_text(encoding="utf-8"))
+    convs = json.loads(args.data.read_text(encoding="utf-8"))
     if args.quick:
         convs = convs[:1]
     methods = ("hybrid", "rag", "bm25", "chroma")
