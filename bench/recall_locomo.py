@@ -127,18 +127,23 @@ def main() -> None:
                             help="link consecutive observations of a session (follows)")
         parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
         parser.add_argument("--data", type=Path, default=DATA, help="the LoCoMo dev file (default: %(default)s)")
-        parser.add_argument("--story-time", choices=("direct", "normalised"), default="direct",
+        parser.add_argument("--story-time", choices=("direct", "normalised", "both"), default="direct",
                             help="direct: the session date is set as the story-time label; normalised: it goes "
-                                 "through the extractor's story clock (label, sortable segment, session as scene)")
+                                 "through the extractor's story clock (label, sortable segment, session as scene); "
+                                 "both: direct, then the same chats re-dated through the clock and recalled again "
+                                 "(method hybrid_normalised), in one run")
+        parser.add_argument("--conv", action="append", help="only these conversations (repeatable)")
 
     args = parse_args(__doc__.splitlines()[0], extra)
     if not args.data.exists():
         print(f"skipped: {args.data} is absent")
         return
     convs = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.conv:
+        convs = [c for c in convs if c.get("sample_id") in args.conv]
     if args.quick:
         convs = convs[:1]
-    methods = ("hybrid", "rag", "bm25", "chroma")
+    methods = ("hybrid", "rag", "bm25", "chroma") + (("hybrid_normalised",) if args.story_time == "both" else ())
     per_conv: dict[str, dict[str, list[dict]]] = {}
     latency: dict[str, list[float]] = {m: [] for m in methods}
     with TempMemory() as tmp:
@@ -162,7 +167,7 @@ def main() -> None:
             ops = []
             clock = StoryClock()  # the normaliser the extractor uses (curator/store/story_time.py)
             for i, item in enumerate(items):
-                when = ({"label": item["date"]} if args.story_time == "direct"
+                when = ({"label": item["date"]} if args.story_time != "normalised"
                         else clock.place(item["date"], scene=item["session"]))
                 spots = sorted(floor_of[d] for d in item["dia_ids"] if d in floor_of) or [0]
                 ops.append({"op": "create_node", "id": f"o{i}", "type": "observation", "title": item["text"][:80],
@@ -181,6 +186,18 @@ def main() -> None:
             memory.rebuild_vectors(name)
             index_s = now() - started
             rows = _recall_all(memory, name, items, qs, covers, latency, methods)
+            if args.story_time == "both":
+                clock = StoryClock()
+                memory.commit(name, [{"op": "update_node", "id": f"o{i}",
+                                      "story_time": clock.place(item["date"], scene=item["session"])}
+                                     for i, item in enumerate(items)], 0, "import")
+                for q in qs:
+                    started = now()
+                    injection = memory.recall(name, q["question"], max_results=20, top_k=50, budget_tokens=100_000)
+                    latency["hybrid_normalised"].append(now() - started)
+                    rows["hybrid_normalised"].append(score([covers[c.node.id] for c in injection.recalled],
+                                                           q["evidence"]))
+                progress(f"{name}: hybrid with normalised story time R@10 {mean(rows['hybrid_normalised'])['R@10']}")
             per_conv[name] = rows
             progress(f"{name}: indexed in {index_s:.1f}s")
         if args.keep:
