@@ -3,7 +3,8 @@ real extractor (a scripted model writes the answers, the engine normalises story
 
 Each story has six characters. For each secret, A tells B something in confidence (known_by A and B), one other
 character C holds a false belief about it (a POV memory that `contradicts` the secret), the three others each hold
-a guess of their own (POV memories), and a public event says the matter is rumoured. Filler events of the same places compete for the slots. The chat uses the `bme` preset with
+a guess of their own (POV memories), and a public event says the matter is rumoured. Filler events of the same
+places compete for the slots. The chat uses the `bme` preset with
 the event timeline capped at its newest 4 in the persistent block (the older events compete in recall), and recall
 keeps at most 3 memories, so the order matters.
 

@@ -38,7 +38,8 @@ def test_the_story_fields_are_a_per_type_switch():
     default, bme = load_preset("default"), load_preset("bme")
     answer = output_model(default, ["character_sheet", "event"]).model_json_schema()
     items = answer["$defs"]
-    assert {"story_time", "scene", "flashback", "region", "region_path", "pov", "known_by"} <= set(items["Event"]["properties"])
+    story = {"story_time", "scene", "flashback", "region", "region_path", "pov", "known_by"}
+    assert story <= set(items["Event"]["properties"])
     assert "story_time" not in items["CharacterSheet"]["properties"]
     assert [n for n, s in bme.types.items() if s.story] == ["event", "pov_memory"]
 
@@ -175,10 +176,11 @@ def test_events_of_many_regions_still_fold_into_one_timeline(memory):
     from curator.maintenance.compression import plan_batches
 
     memory.create_chat("walk", "default")
-    ops = [{"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i}", "fields": {"summary": f"s{i}"},
-            "floor_from": i, "floor_to": i, "scope": {"region": f"Vale > Place {i}"}} for i in range(12)]
+    ops = [{"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i}",
+            "fields": {"summary": f"s{i}"}, "floor_from": i, "floor_to": i, "scope": {"region": f"Vale > Place {i}"}} for i in range(12)]
     ops.append({"op": "create_node", "id": "p0", "type": "event", "title": "Summary p", "fields": {"summary": "p"},
-                "floor_from": 12, "floor_to": 12, "scope": {"layer": "pov", "owner": "Ann", "region": "Vale > Place 0"}})
+                "floor_from": 12, "floor_to": 12,
+                "scope": {"layer": "pov", "owner": "Ann", "region": "Vale > Place 0"}})
     memory.commit("walk", ops, 12, "test")
     graph = memory.graph("walk")
     spec = memory.chat("walk").schema.types["event"]

@@ -36,7 +36,8 @@ class StoryInputError(ValueError):
 
 
 _HINTS = {"story_time": "when, as the story names it ('1893-10-04', 'the third night')",
-          "scene": "a short scene id, reused while the scene goes on", "flashback": "true for a remembered earlier time",
+          "scene": "a short scene id, reused while the scene goes on",
+          "flashback": "true for a remembered earlier time",
           "region": "where it happens", "region_path": "the wider places, widest first ('The Vale > Millbrook')",
           "pov": "the character whose belief this is; empty for what objectively happened",
           "known_by": "who saw it or was told; empty when anyone could know it"}
