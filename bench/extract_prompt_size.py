@@ -39,7 +39,7 @@ def main() -> None:
             before, after = sizes(schema, name, False), sizes(schema, name, spec.story)
             rows.append({"preset": preset, "type": name, "story": spec.story, "before": before, "after": after})
     digest = hashlib.sha256(system_prompt(Settings()).encode()).hexdigest()[:16]
-    report = {"benchmark": "extract_prompt_size", "quick": args.quick, "env": environment(),
+    report = {"benchmark": "extract_prompt_size", "quick": args.quick, "env": environment(), "params": {},
               "results": {"types": rows, "system_prompt": {"tokens": count_tokens(system_prompt(Settings())),
                                                           "sha256_16": digest}}}
 
