@@ -2,7 +2,8 @@
 
 Each conversation becomes a chat: its turns are the chat's messages (one floor each), and each observation becomes
 an event node of a small custom schema, with the floors of the turns it came from and the session date as its story
-time, as the extractor would have written it; each question of categories 1-4 with evidence is recalled; evidence recall@k is the share of the question's evidence
+time (with `--story-time normalised`, placed by the extractor's story clock, as the extractor writes it); each
+question of categories 1-4 with evidence is recalled; evidence recall@k is the share of the question's evidence
 turns (dia_ids) covered by the top-k recalled nodes. Reported for `hybrid` (the default, no LLM), `rag` (vector
 top-K, no rewrite, no rerank) and two baselines run in the same script: plain BM25 over the same documents, and a
 plain Chroma query with the same embedder. Figures are given for all five conversations, for the three used to
@@ -19,6 +20,7 @@ from _common import TempMemory, emit, environment, latency_summary, now, parse_a
 import curator
 from curator.recall.lexical import BM25
 from curator.store.messages import Message
+from curator.store.story_time import StoryClock
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 TUNE, HELD_OUT = ("conv-26", "conv-41", "conv-43"), ("conv-47", "conv-49")
@@ -124,15 +126,24 @@ def main() -> None:
         parser.add_argument("--link-sessions", action="store_true",
                             help="link consecutive observations of a session (follows)")
         parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
+        parser.add_argument("--data", type=Path, default=DATA, help="the LoCoMo dev file (default: %(default)s)")
+        parser.add_argument("--story-time", choices=("direct", "normalised", "both"), default="direct",
+                            help="direct: the session date is set as the story-time label; normalised: it goes "
+                                 "through the extractor's story clock (label, sortable segment, session as scene); "
+                                 "both: direct, then the same chats re-dated through the clock and recalled again "
+                                 "(method hybrid_normalised), in one run")
+        parser.add_argument("--conv", action="append", help="only these conversations (repeatable)")
 
     args = parse_args(__doc__.splitlines()[0], extra)
-    if not DATA.exists():
-        print(f"skipped: {DATA} is absent")
+    if not args.data.exists():
+        print(f"skipped: {args.data} is absent")
         return
-    convs = json.loads(DATA.read_text(encoding="utf-8"))
+    convs = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.conv:
+        convs = [c for c in convs if c.get("sample_id") in args.conv]
     if args.quick:
         convs = convs[:1]
-    methods = ("hybrid", "rag", "bm25", "chroma")
+    methods = ("hybrid", "rag", "bm25", "chroma") + (("hybrid_normalised",) if args.story_time == "both" else ())
     per_conv: dict[str, dict[str, list[dict]]] = {}
     latency: dict[str, list[float]] = {m: [] for m in methods}
     with TempMemory() as tmp:
@@ -154,12 +165,15 @@ def main() -> None:
             memory.create_chat(name, schema_path)
             memory.set_messages(name, messages)
             ops = []
+            clock = StoryClock()  # the normaliser the extractor uses (curator/store/story_time.py)
             for i, item in enumerate(items):
+                when = ({"label": item["date"]} if args.story_time != "normalised"
+                        else clock.place(item["date"], scene=item["session"]))
                 spots = sorted(floor_of[d] for d in item["dia_ids"] if d in floor_of) or [0]
                 ops.append({"op": "create_node", "id": f"o{i}", "type": "observation", "title": item["text"][:80],
                             "fields": {"text": item["text"], "speaker": item["speaker"], "date": item["date"],
                                        "dia_ids": ",".join(item["dia_ids"])},
-                            "floor_from": spots[0], "floor_to": spots[-1], "story_time": {"label": item["date"]}})
+                            "floor_from": spots[0], "floor_to": spots[-1], "story_time": when})
             ops += [{"op": "create_node", "id": f"p{n}", "type": "person", "fields": {"name": s}}
                     for n, s in enumerate(speakers)]
             ops += [{"op": "link", "source": f"p{speakers.index(item['speaker'])}", "target": f"o{i}",
@@ -172,6 +186,18 @@ def main() -> None:
             memory.rebuild_vectors(name)
             index_s = now() - started
             rows = _recall_all(memory, name, items, qs, covers, latency, methods)
+            if args.story_time == "both":
+                clock = StoryClock()
+                memory.commit(name, [{"op": "update_node", "id": f"o{i}",
+                                      "story_time": clock.place(item["date"], scene=item["session"])}
+                                     for i, item in enumerate(items)], 0, "import")
+                for q in qs:
+                    started = now()
+                    injection = memory.recall(name, q["question"], max_results=20, top_k=50, budget_tokens=100_000)
+                    latency["hybrid_normalised"].append(now() - started)
+                    rows["hybrid_normalised"].append(score([covers[c.node.id] for c in injection.recalled],
+                                                           q["evidence"]))
+                progress(f"{name}: hybrid with normalised story time R@10 {mean(rows['hybrid_normalised'])['R@10']}")
             per_conv[name] = rows
             progress(f"{name}: indexed in {index_s:.1f}s")
         if args.keep:
@@ -182,6 +208,7 @@ def main() -> None:
                for group, names in groups.items() if names}
     report = {"benchmark": "recall_locomo", "quick": args.quick, "env": environment(),
               "params": {"conversations": list(per_conv), "link_sessions": args.link_sessions,
+                         "story_time": args.story_time,
                          "questions": sum(len(v["hybrid"]) for v in per_conv.values())},
               "results": {"metrics": results, "latency": {m: latency_summary(v) for m, v in latency.items() if v}}}
 
@@ -192,7 +219,8 @@ def main() -> None:
                 lines.append((f"{group}: {method}", metrics["R@5"], metrics["R@10"], metrics["R@20"], metrics["MRR"],
                               r["results"]["latency"][method]["p50_ms"]))
         return table(["split: method", "R@5", "R@10", "R@20", "MRR", "p50 ms"], lines) + \
-            f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}"
+            f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}; " \
+            f"story_time={r['params']['story_time']}"
 
     emit(args, report, render)
 

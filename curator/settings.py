@@ -83,6 +83,8 @@ class RecallSettings(_Strict):
     position: str = "at_depth"
     depth: int = 9999
     role: Literal["system", "user", "assistant"] = "system"
+    history_floors: int = Field(default=0, ge=0)  # proxy: forward only the last K floors + memory (0 = all)
+    speaker: str | None = None  # who speaks next (the character card's name); default: the newest assistant name
 
 
 class Settings(_Strict):

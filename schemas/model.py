@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 Identity = Literal["event", "entity", "latest_only"]
+# The extra item fields of a type with `story: true` (see curator/store/story_time.py).
+STORY_FIELDS = ("story_time", "scene", "flashback", "region", "region_path", "pov", "known_by")
 Bucket = Literal["state", "episodic", "reflection", "rules"]
 
 
@@ -75,6 +77,8 @@ class TypeSpec(_Strict):
     bucket: Bucket = "state"
     extract_every: int = Field(default=1, ge=1, le=1000)
     extraction_instructions: str = ""
+    story: bool = False  # the extractor and the curator write story time, region and point of view for this type
+    trigger_keywords: tuple[str, ...] = ()  # a reply with one of these words extracts the type off its cadence
     always_inject: AlwaysInject = AlwaysInject()
     compression: Compression = Compression()
 
@@ -95,6 +99,9 @@ class TypeSpec(_Strict):
             missing = [n for n in getattr(self, attr) if n not in names]
             if missing:
                 raise ValueError(f"{attr} names unknown field(s): {', '.join(missing)}")
+        clash = sorted(set(names) & set(STORY_FIELDS)) if self.story else []
+        if clash:
+            raise ValueError(f"with story: true, field name(s) {', '.join(clash)} are taken by the story fields")
         if self.title_field is not None and self.title_field not in names:
             raise ValueError(f"title_field names unknown field {self.title_field!r}")
         if self.identity in ("entity", "latest_only") and not self.primary_key:

@@ -13,6 +13,7 @@ from curator.store.graph import split_aliases
 from curator.schemas import Schema, TypeSpec
 
 from curator.tools.compact import memory_compact_nodes
+from curator.tools.story_args import story_args, story_ops
 from curator.tools.registry import ToolSpec, from_function
 from curator.tools.workspace import ToolError, Workspace
 
@@ -25,7 +26,7 @@ def write_tools(schema: Schema, active_types: list[str]) -> list[ToolSpec]:
     specs: list[ToolSpec] = []
     for name in active_types:
         spec = schema.types[name]
-        specs += [_create_tool(spec), _edit_tool(spec), _delete_tool(spec)]
+        specs += [_create_tool(spec, schema), _edit_tool(spec, schema), _delete_tool(spec)]
     relations = [r.name for r in schema.relations if not r.internal]
     if relations:
         specs += _link_tools(relations)
@@ -44,8 +45,8 @@ def _field_args(spec: TypeSpec, all_optional: bool) -> dict[str, Any]:
     return args
 
 
-def _create_tool(spec: TypeSpec) -> ToolSpec:
-    args = _field_args(spec, all_optional=False)
+def _create_tool(spec: TypeSpec, schema: Schema) -> ToolSpec:
+    args = _field_args(spec, all_optional=False) | story_args(schema, spec)
     if "title" not in args:
         args["title"] = (str | None, Field(default=None, description="a title; by default it comes from the fields"))
     if "importance" not in args:
@@ -74,7 +75,10 @@ def _create_tool(spec: TypeSpec) -> ToolSpec:
             op["title"] = title.strip()
         elif not spec.title_field:
             op["title"] = _default_title(ws, spec, values)
+        knows = story_ops(ws, spec, given, op)
         [done] = ws.stage([op])
+        if knows:
+            ws.stage([{**link, "target": done["id"]} for link in knows])
         return {"ok": True, "id": done["id"], "title": ws.graph.get(done["id"]).title}
 
     return ToolSpec(f"create_{spec.name}", description.strip(), model, run, writes=True)
@@ -101,7 +105,7 @@ def _default_title(ws: Workspace, spec: TypeSpec, values: dict[str, str]) -> str
     return first if len(first) <= 80 else first[:79] + "…"
 
 
-def _edit_tool(spec: TypeSpec) -> ToolSpec:
+def _edit_tool(spec: TypeSpec, schema: Schema) -> ToolSpec:
     fields_model = create_model(f"{spec.name}_fields", __config__=_STRICT, **_field_args(spec, all_optional=True))
     names = Literal[spec.field_names]  # type: ignore[valid-type]
     model = create_model(
@@ -111,6 +115,7 @@ def _edit_tool(spec: TypeSpec) -> ToolSpec:
         clear_fields=(list[names], Field(default_factory=list, description="optional fields to empty")),
         title=(str | None, Field(default=None, description="a new title")),
         importance=(float | None, Field(default=None, ge=0, le=10, description="a new importance, 0-10")),
+        **story_args(schema, spec),
     )
 
     def run(ws: Workspace, given: Any) -> dict:
@@ -126,11 +131,12 @@ def _edit_tool(spec: TypeSpec) -> ToolSpec:
             op["title"] = given.title.strip()
         if given.importance is not None:
             op["importance"] = given.importance
-        if not (changes or given.clear_fields or "title" in op or "importance" in op):
+        knows = story_ops(ws, spec, given, op)
+        if not (changes or given.clear_fields or knows or {"title", "importance", "scope", "story_time"} & set(op)):
             raise ToolError("nothing to change", "Give set_fields, clear_fields, title or importance.")
         if ws.anchor > node.floor_to:
             op["floor_to"] = ws.anchor
-        ws.stage([op])
+        ws.stage([op, *({**link, "target": node.id} for link in knows)])
         return {"ok": True, "id": node.id, "changed": sorted(changes) + [f"-{c}" for c in given.clear_fields]}
 
     return ToolSpec(f"edit_{spec.name}", f"Change a {spec.name} node: set or clear fields, retitle it, or change its "

@@ -21,6 +21,7 @@ from curator.schemas import Schema
 from curator.tools import ToolCall, Workspace, agent_tools, run_tools
 
 from curator.errors import CuratorError, OpError
+from curator.extract.triggers import active_types
 from curator.extract.extractor import assistant_floors, failure_reason
 from curator.llm.models import CallRecord, LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
 from curator.store.messages import Message
@@ -83,7 +84,7 @@ class Curator:
         settings = self.settings.for_chat(chat.settings)
         messages = self.store.messages(chat_id)
         floor, seq, focus = _focus(chat_id, messages, floor, draft_reply)
-        active = [name for name, spec in chat.schema.types.items() if seq % spec.extract_every == 0]
+        active = active_types(chat.schema, self.store.graph(chat_id), seq, focus.text)  # cadence or triggers
         cap = max_requests or settings.extraction.curator_max_requests
         result = CurateResult(chat_id, floor, seq, active, ok=False, dry_run=dry_run)
         trace = LLMTrace()

@@ -15,10 +15,12 @@ from curator.schemas import Schema
 from curator.errors import CuratorError, OpError
 from curator.extract.output_model import output_model
 from curator.extract.plan import PlanError, plan_ops
+from curator.extract.triggers import active_types
 from curator.llm.models import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
 from curator.store.messages import Message
 from curator.store.queries import GraphView
 from curator.settings import Settings
+from curator.store.story_time import KNOWS, story_prompt_lines
 from curator.store.store import CommitRecord, Store, utc_now
 from curator.llm.usage import log_calls
 
@@ -97,7 +99,8 @@ class Extractor:
             raise CuratorError(f"floor {floor} is already extracted (the chat is extracted up to floor {pointer})",
                                f"Roll back to floor {floor} first to extract it again.")
         focus = [f for f in floors if pointer < f <= floor]
-        active = [name for name, spec in chat.schema.types.items() if seq % spec.extract_every == 0]
+        reply = "\n".join(messages[f].text for f in focus)
+        active = active_types(chat.schema, self.store.graph(chat_id), seq, reply)  # cadence, or what happens
         trace = LLMTrace()
         result = ExtractionResult(chat_id, floor, seq, active, ok=False)
         try:
@@ -211,6 +214,8 @@ def _describe_type(schema: Schema, name: str) -> str:
     for f in spec.fields:
         required = f.required or f.name in spec.primary_key
         lines.append(f"- {f.name}{' (required)' if required else ''}{': ' + f.hint if f.hint else ''}")
+    if spec.story:
+        lines += story_prompt_lines(schema.relation(KNOWS) is not None)
     if spec.extraction_instructions:
         lines.append(f"Rules: {spec.extraction_instructions}")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from curator.schemas import Schema, TypeSpec
+from curator.store.story_time import KNOWS, story_fields
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -18,8 +19,9 @@ class _Item(BaseModel):
     model_config = _FORBID
 
 
-def item_model(spec: TypeSpec) -> type[BaseModel]:
-    """One node of `spec`: required fields required, the rest optional text; plus an optional `ref`."""
+def item_model(spec: TypeSpec, knowledge: bool = False) -> type[BaseModel]:
+    """One node of `spec`: required fields required, the rest optional text; plus an optional `ref`, and for a
+    `story` type the story time, place and point of view (and `known_by` when the schema has `knows`)."""
     fields: dict = {
         "ref": (str | None, Field(default=None, description="a short handle for linking to this item in `links`")),
     }
@@ -27,6 +29,8 @@ def item_model(spec: TypeSpec) -> type[BaseModel]:
         required = f.required or f.name in spec.primary_key
         annotation = str if required else str | None
         fields[f.name] = (annotation, Field(... if required else None, description=f.hint or None))
+    if spec.story:
+        fields.update(story_fields(knowledge))
     return create_model(_class_name(spec.name), __base__=_Item, __doc__=spec.description or None, **fields)
 
 
@@ -42,7 +46,8 @@ def output_model(schema: Schema, active: list[str]) -> type[BaseModel]:
     fields: dict = {}
     for name in active:
         spec = schema.types[name]
-        fields[name] = (list[item_model(spec)], Field(default_factory=list, description=spec.description or None))
+        item = item_model(spec, schema.relation(KNOWS) is not None)
+        fields[name] = (list[item], Field(default_factory=list, description=spec.description or None))
     fields["links"] = (list[link], Field(default_factory=list, description="links between nodes"))
     return create_model("RecordMemory", __base__=_Item,
                         __doc__="What the newest reply establishes, as memory.", **fields)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from curator.schemas import Schema, TypeSpec
+from curator.extract.story_plan import apply_story
+from curator.store.story_time import STORY_FIELDS, StoryInputError
 
 from curator.store.graph import Node, normalize_name, split_aliases
 from curator.store.ops import new_node_id
@@ -24,8 +26,13 @@ class PlanError(ValueError):
 class Plan:
     ops: list[dict] = field(default_factory=list)
     handles: dict[str, str] = field(default_factory=dict)  # normalized name or ref -> node id
+    typed: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, normalized name) -> node id
+    refs: dict[str, str] = field(default_factory=dict)  # normalized ref -> node id
+    clashes: dict[str, set[str]] = field(default_factory=dict)  # a name items of several types share -> types
+    story_items: list[tuple[str, str, BaseModel]] = field(default_factory=list)  # (where, node id, item)
     _creates: dict[str, dict] = field(default_factory=dict)  # node id -> create op of this step
     _updates: dict[str, dict] = field(default_factory=dict)  # node id -> update op of this step
+    _types: dict[str, str] = field(default_factory=dict)  # node id -> type, of the entities of this answer
 
 
 def plan_ops(schema: Schema, graph: GraphView, answer: BaseModel, active: list[str], anchor: int,
@@ -34,9 +41,10 @@ def plan_ops(schema: Schema, graph: GraphView, answer: BaseModel, active: list[s
     for type_name in active:
         spec = schema.types[type_name]
         numbers = _NumberSource(spec, graph)
-        for item in getattr(answer, type_name):
+        for position, item in enumerate(getattr(answer, type_name)):
             values = {k: " ".join(v.split()) if k not in spec.alias_fields else v.strip()
-                      for k, v in item.model_dump(exclude={"ref"}).items() if isinstance(v, str) and v.strip()}
+                      for k, v in item.model_dump(exclude={"ref", *STORY_FIELDS}).items()
+                      if isinstance(v, str) and v.strip()}
             if spec.identity == "event":
                 node_id = new_node_id()
                 plan.ops.append({"op": "create_node", "id": node_id, "type": type_name,
@@ -46,7 +54,18 @@ def plan_ops(schema: Schema, graph: GraphView, answer: BaseModel, active: list[s
             else:
                 node_id = _upsert_entity(plan, spec, graph, values, anchor)
             if item.ref:
-                plan.handles[normalize_name(item.ref)] = node_id
+                ref = normalize_name(item.ref)
+                if ref in plan.refs and plan.refs[ref] != node_id:
+                    raise PlanError(f"{type_name}[{position}].ref: {item.ref!r} is the ref of another item of this "
+                                    "answer too; give each item its own ref")
+                plan.refs[ref] = node_id
+            if spec.story:
+                plan.story_items.append((f"{type_name}[{position}]", node_id, item))
+    if plan.story_items:
+        try:
+            apply_story(plan, schema, graph, anchor, _resolve)
+        except StoryInputError as exc:
+            raise PlanError(str(exc)) from None
     seen = set()
     for index, link in enumerate(answer.links):
         source = _resolve(plan, graph, link.source, f"links[{index}].source")
@@ -65,7 +84,9 @@ def _upsert_entity(plan: Plan, spec: TypeSpec, graph: GraphView, values: dict[st
     key_field = spec.primary_key[0]
     name = values[key_field]
     names = [name] + [a for f in spec.alias_fields for a in split_aliases(values.get(f, ""))]
-    node_id = next((plan.handles[n] for n in map(normalize_name, names) if n in plan.handles), None)
+    # Names are matched within the type: a thread and a character may both be called "The Grey Hand".
+    node_id = next((plan.typed[(spec.name, n)] for n in map(normalize_name, names) if (spec.name, n) in plan.typed),
+                   None)
     existing: Node | None = None
     if node_id is None:
         existing = _match(graph, spec, names)
@@ -80,8 +101,12 @@ def _upsert_entity(plan: Plan, spec: TypeSpec, graph: GraphView, values: dict[st
     else:
         node = existing or graph.get(node_id)
         _update_entity(plan, spec, node, values, anchor)
-    for n in names:
-        plan.handles[normalize_name(n)] = node_id
+    for n in map(normalize_name, names):
+        plan.typed[(spec.name, n)] = node_id
+        if plan.handles.get(n, node_id) != node_id:
+            plan.clashes.setdefault(n, set()).update({spec.name, plan._types.get(plan.handles[n], "?")})
+        plan.handles[n] = node_id
+    plan._types[node_id] = spec.name
     return node_id
 
 
@@ -149,6 +174,12 @@ def _union_aliases(old: str, new: str) -> str:
 
 def _resolve(plan: Plan, graph: GraphView, name: str, where: str) -> str:
     key = normalize_name(name)
+    if key in plan.refs:
+        return plan.refs[key]
+    if key in plan.clashes:
+        kinds = " and a ".join(sorted(plan.clashes[key]))
+        raise PlanError(f"{where}: {name!r} names both a {kinds} in this answer; give those items refs and "
+                        "link by ref")
     if key in plan.handles:
         return plan.handles[key]
     found = graph.find_by_name(name)

@@ -37,12 +37,14 @@ def summary_model(spec: TypeSpec) -> type[BaseModel]:
 
 
 def plan_batches(nodes: list[Node], spec: TypeSpec, level: int) -> list[list[Node]]:
-    """The batches to fold at one level: per scope group (POV owner / region), when the group has more than
-    `threshold` nodes, all but the newest `keep_recent_leaves` (leaves only) in full batches of `fan_in`."""
+    """The batches to fold at one level: per point of view (objective, or one POV owner), when the group has more
+    than `threshold` nodes, all but the newest `keep_recent_leaves` (leaves only) in full batches of `fan_in`. Not
+    per region: the extractor gives most events one, and a story that moves through many places would then never
+    fold (a summary keeps its children's region only when they share one)."""
     c = spec.compression
     groups: dict[tuple, list[Node]] = defaultdict(list)
     for node in sorted(nodes, key=lambda n: (n.floor_from, n.floor_to, n.id)):
-        groups[(node.scope.get("layer"), node.scope.get("owner"), node.scope.get("region"))].append(node)
+        groups[(node.scope.get("layer"), node.scope.get("owner"))].append(node)
     batches = []
     for group in groups.values():
         if len(group) <= c.threshold:

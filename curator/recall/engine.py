@@ -29,6 +29,7 @@ from curator.recall.lexical import BM25
 from curator.llm.models import Usage
 from curator.store.queries import GraphView
 from curator.recall.rerank import rerank
+from curator.recall.story import annotate, label_views, speaker_of, story_boost, story_context
 from curator.recall.scoring import (
     SOURCE_WEIGHT,
     Pool,
@@ -87,6 +88,7 @@ class Recaller:
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)
+        story = story_context(graph, version, speaker_of(self.store, chat_id, opts.speaker))
         if mode == "rag":
             chosen = self._rag(chat_id, query, pool, opts, injection)
         elif mode == "llm":  # the model picks over a few rounds; falls back to hybrid on any failure
@@ -94,13 +96,14 @@ class Recaller:
 
             chosen = llm_recall(self, chat_id, version, graph, query, pool, opts, injection)
         else:
-            chosen = self._hybrid(chat_id, version, graph, query, pool, opts)
+            chosen = self._hybrid(chat_id, version, graph, query, pool, opts, story)
             if opts.llm_rerank and chosen:
                 from curator.recall.llm_rerank import llm_rerank
 
                 chosen = llm_rerank(self.settings, query, chosen, pool.documents, injection.usage,
                                     self.model) or chosen
         pack(injection, chat.schema, kept, chosen)
+        label_views(injection, chat.schema, story)  # grouped by scope: known, own view, rumours, not known
         self._touch(chat_id, [c.node.id for c in injection.recalled])
         injection.usage.latency_ms += (time.perf_counter() - started) * 1000
         if user_floor is not None:
@@ -146,7 +149,7 @@ class Recaller:
 
     # ---- hybrid -------------------------------------------------------------------------------
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-                opts: RecallSettings) -> list[Chosen]:
+                opts: RecallSettings, story=None) -> list[Chosen]:
         # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
         source_query = strip_names(query, self._speakers(chat_id)) or query
         lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, query, source_query, pool)
@@ -158,13 +161,14 @@ class Recaller:
         fused = date_bonus(fused, query, pool)
         context, adjacent = self._links(chat_id, version, graph, pool)
         fused = mention_boost(fused, self._mentioned(chat_id, query), adjacent, pool)
+        fused, story_reasons = story_boost(fused, query, story, allowed) if story else (fused, {})
         fused = propagate(fused, context, pool)
         limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
         fused = diversify(fused, by_source, pool, limit)
         chosen = lift_leaves(fused, pool, limit, lexical, dense)
         if opts.expand and not opts.llm_rerank:
             chosen = expand(graph, chosen, pool, opts.max_results)
-        return chosen
+        return annotate(chosen, story_reasons)
 
     def _lexical_scores(self, chat_id: str, version: int, graph: GraphView, query: str, source_query: str,
                         pool: Pool) -> tuple[dict[str, float], dict[str, float], set[str]]:

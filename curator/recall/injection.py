@@ -26,13 +26,15 @@ class Chosen:
     score: float
     reason: str
     block: str = "recalled"  # persistent | recalled
+    view: str = ""  # how the speaker holds it: known | own | mistaken | rumour | unknown (see recall/story.py)
     text: str = ""
     tokens: int = 0
 
     def to_dict(self) -> dict:
         return {"id": self.node.id, "type": self.node.type, "title": self.node.title, "level": self.node.level,
                 "floors": [self.node.floor_from, self.node.floor_to], "score": round(self.score, 4),
-                "reason": self.reason, "block": self.block, "tokens": self.tokens, "text": self.text}
+                "reason": self.reason, "block": self.block, "tokens": self.tokens, "text": self.text,
+                **({"view": self.view} if self.view else {})}
 
 
 @dataclass
@@ -53,6 +55,7 @@ class Injection:
     graph_version: int = 0
     text: str = ""
     fallback: dict | None = None  # {"from": "llm", "reason": ...} when the requested mode failed and hybrid ran
+    speaker: str | None = None  # set when the memories are grouped by how the speaker holds them
 
     @property
     def tokens(self) -> int:
@@ -71,6 +74,7 @@ class Injection:
             "dropped_for_budget": self.dropped_for_budget[:DROPPED_LISTED], "dropped_count": self.dropped_count,
             "placement": self.placement,
             "usage": self.usage.to_dict(), "text": self.text,
+            **({"speaker": self.speaker} if self.speaker else {}),
         }
 
 
@@ -166,6 +170,12 @@ def _node(item: Node | Chosen) -> Node:
     return item.node if isinstance(item, Chosen) else item
 
 
+VIEWS = {"known": "{bucket} (known to {speaker})", "own": "{bucket}: {speaker}'s own view",
+         "mistaken": "{bucket}: what {speaker} believes, which the facts contradict",
+         "rumour": "{bucket}: others' views (rumours, not facts)",
+         "unknown": "{bucket}: not known to {speaker} (they must not act on it)"}
+
+
 def render_text(injection: Injection, schema: Schema) -> str:
     blocks = []
     for block in ("persistent", "recalled"):
@@ -173,12 +183,26 @@ def render_text(injection: Injection, schema: Schema) -> str:
         if not items:
             continue
         sections = []
-        for bucket, heading in BUCKETS.items():
-            lines = [c.text for c in items if _bucket(schema, c.node) == bucket]
+        for view, bucket, heading in _sections(injection):
+            lines = [_line(c, injection.speaker) for c in items if _bucket(schema, c.node) == bucket and c.view == view]
             if lines:
                 sections.append(render("inject_section", bucket=heading, lines="\n".join(lines)).strip())
         blocks.append(render("inject_block", heading=BLOCK_HEADINGS[block], sections="\n\n".join(sections)).strip())
     return "\n\n".join(blocks)
+
+
+def _sections(injection: Injection) -> list[tuple[str, str, str]]:
+    """(view, bucket, heading) in order: by bucket alone, or, with a speaker, by view and then bucket."""
+    if not injection.speaker:
+        return [("", bucket, heading) for bucket, heading in BUCKETS.items()]
+    return [(view, bucket, form.format(bucket=heading, speaker=injection.speaker))
+            for view, form in VIEWS.items() for bucket, heading in BUCKETS.items()]
+
+
+def _line(chosen: Chosen, speaker: str | None) -> str:
+    if chosen.view != "mistaken":
+        return chosen.text
+    return f"- [{speaker}'s belief, not fact] {chosen.text.removeprefix('- ')}"
 
 
 def _bucket(schema: Schema, node: Node) -> str:

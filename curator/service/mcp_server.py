@@ -232,10 +232,15 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
                                                                      "user's last message")],
                user_floor: Annotated[int | None, Field(ge=0, description="the floor of that user message; a "
                                                                          "repeat for the same floor reuses the "
-                                                                         "result")] = None) -> dict:
+                                                                         "result")] = None,
+               speaker: Annotated[str | None, Field(description="who speaks next (a character's name); memories "
+                                                                "are weighed and grouped by what that character "
+                                                                "knows. Default: the newest assistant name")] = None,
+               ) -> dict:
         """The memory for the next reply to `query`: persistent and recalled blocks within the token budget,
         the rendered text and where to place it."""
-        result = memory.recall(chat, query, user_floor=user_floor).to_dict()
+        result = memory.recall(chat, query, user_floor=user_floor,
+                               **({"speaker": speaker} if speaker else {})).to_dict()
         last_recall[chat] = result
         return result
 

@@ -29,6 +29,7 @@ from starlette.background import BackgroundTask
 
 from curator.errors import CuratorError
 from curator.store.messages import Message
+from curator.service.history_window import HEADER as WINDOW_HEADER, SAVED_HEADER, history_floors, keep_recent_floors
 from curator.service.proxy_guard import RollbackRefused, allowed, check_chat_id, encode_chat_id, header_chat_id
 from curator.service.proxy_match import KIND_HEADER, continued, request_kind, sync_request, window_start  # noqa: F401
 from curator.service.proxy_upstream import no_upstream, upstream_error, upstream_headers
@@ -124,17 +125,22 @@ async def _proxy(request: Request, path_chat: str | None):
     chat_id = _chat_id(request, body, path_chat)
     floors = floors_of(body["messages"])
     kind = request_kind(body["messages"], request.headers.get(KIND_HEADER))
+    window = history_floors(service.memory.settings.recall.history_floors, request.headers.get(WINDOW_HEADER))
     limit = None if allowed(request.headers) else config.max_rollback
     try:
         injection, start = await run_in_threadpool(_prepare, service, chat_id, floors, limit)
     except RollbackRefused as exc:
         return error_body(409, "rollback_refused", str(exc), exc.hint)
-    forwarded = dict(body, messages=inject(body["messages"], injection.text if injection else "",
+    messages, dropped, saved = keep_recent_floors(body["messages"], window if injection and injection.text else 0)
+    forwarded = dict(body, messages=inject(messages, injection.text if injection else "",
                                            injection.placement if injection else {}))
     headers = upstream_headers(request, config.key_env, request.app.state.service_token)
     url = config.upstream.rstrip("/") + "/chat/completions"
     extra = {"x-curator-chat": encode_chat_id(chat_id), "x-curator-kind": kind,
              "x-curator-memory-tokens": str(injection.tokens if injection else 0)}
+    if window:
+        extra[SAVED_HEADER] = str(saved)
+        log.info("proxy: chat %s: %d old messages (%d tokens) left to memory", chat_id, dropped, saved)
     # What the answer does to the chat: a new floor (chat), an addition to the last reply (continue), or
     # nothing (impersonate, quiet; several choices, until the next request shows the one kept).
     keep = kind in ("chat", "continue") and _choices(body) == 1

@@ -329,7 +329,8 @@ class Applier:
                 raise OpError(f"child {child['id']!r} is archived; compact only active nodes")
         summary_id = self._new_id(op.id, new_node_id, self.node_row)
         first = min(children, key=lambda c: (c["floor_from"], c["id"]))
-        same_scope = len({(c["scope_layer"], c["scope_owner"], c["scope_region"]) for c in children}) == 1
+        same_scope = len({(c["scope_layer"], c["scope_owner"]) for c in children}) == 1  # one point of view
+        same_region = same_scope and len({c["scope_region"] for c in children}) == 1
         row = {
             "id": summary_id, "type": op.type, "title": self._title(spec, op.title, op.fields),
             "fields_json": _json_fields(op.fields), "level": max(c["level"] for c in children) + 1,
@@ -338,7 +339,7 @@ class Applier:
             "access_count": 0, "last_access": None, "archived": 0,
             "scope_layer": first["scope_layer"] if same_scope else "objective",
             "scope_owner": first["scope_owner"] if same_scope else None,
-            "scope_region": first["scope_region"] if same_scope else None,
+            "scope_region": first["scope_region"] if same_region else None,
             "story_label": first["story_label"], "story_segment": first["story_segment"],
             "created_at": self.at, "updated_at": self.at,
         }

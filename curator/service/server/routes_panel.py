@@ -61,8 +61,9 @@ def install(app: FastAPI) -> None:
     log = service_log(service)
     recall = service.recall
 
-    def recording_recall(chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None):
-        injection = recall(chat_id, query, mode=mode, user_floor=user_floor)
+    def recording_recall(chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
+                         **options):
+        injection = recall(chat_id, query, mode=mode, user_floor=user_floor, **options)
         log.record(chat_id, injection.to_dict())
         return injection
 

@@ -23,6 +23,8 @@ class RecallIn(Strict):
     query: str = Field(max_length=20_000)
     mode: str | None = Field(default=None, pattern="^(hybrid|rag|llm)$")
     user_floor: int | None = Field(default=None, ge=0, description="reuse the result on a swipe of this turn")
+    speaker: str | None = Field(default=None, max_length=200,
+                                description="who speaks next (default: the newest assistant message's name)")
 
 
 class VectorsIn(Strict):
@@ -47,7 +49,7 @@ class MaintainIn(Strict):
 async def recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
     """The injection for the next generation: persistent and recalled blocks, token counts, placement."""
     injection = await run_in_threadpool(service.recall, chat_id, body.query, mode=body.mode,
-                                        user_floor=body.user_floor)
+                                        user_floor=body.user_floor, speaker=body.speaker)
     return injection.to_dict()
 
 

@@ -43,12 +43,14 @@ class Service:
             job = self.jobs.submit(chat_id, kind, reuse_active=True) if extract and kind and report.due else None
         return report, job
 
-    def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None):
+    def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
+               speaker: str | None = None):
         """Recall through the chat's own recaller, one request at a time per chat: its caches are not shared
         with other chats, so recalls of different chats run in parallel."""
         recaller, lock = self._recaller(chat_id)
         with lock:
-            return recaller.recall(chat_id, query, mode=mode, user_floor=user_floor)
+            options = self.memory.settings.recall.model_copy(update={"speaker": speaker}) if speaker else None
+            return recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=options)
 
     def _recaller(self, chat_id: str):
         from curator.recall.engine import Recaller

@@ -1,0 +1,226 @@
+"""Story soft features for recall: who speaks next, where and when the story is, and what that character knows.
+
+Each effect is a weight added to the one z-fused score (never a bucket sort), and each leaves its reason:
+- the speaker knows a memory only some characters know (a `knows` link, or took part in it): up; a memory only
+  others know: down (it is also shown apart, as not known to the speaker);
+- the speaker's own point-of-view memory: up; another character's: down (shown as a rumour);
+- a memory of the current region: up; of an adjacent one (same wider place, or one inside the other): a little up;
+- a memory whose story-time label the query names ("the night of the fire"): up.
+The speaker is the `speaker` recall option, else the name of the newest assistant message; the current region is
+the region of the newest memory that has one (a flashback does not move it). The features are inert on a chat with
+no story data, so such a chat's recall is unchanged."""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from curator.recall.injection import Injection, render_text
+from curator.schemas import Schema
+from curator.store.graph import normalize_name
+from curator.store.queries import GraphView
+from curator.store.story_time import KNOWS, parse_segment
+
+# Chosen on bench/pov_recall.py's tuning story (a grid; ties go to the smallest weights), checked on its held-out one.
+KNOWN_BONUS = 0.5  # the speaker knows a memory only some know
+UNKNOWN_PENALTY = 0.5  # only others know it
+OWN_POV_BONUS = 1.0  # the speaker's own belief or view
+OTHER_POV_PENALTY = 1.0  # another character's
+STORY_TIME_BONUS = 1.0  # the query names the memory's story time
+REGION_BONUS, ADJACENT_BONUS = 0.5, 0.25  # the current region, an adjacent one (set by hand: no data measures it)
+KNOWING = (KNOWS, "involved_in")  # relations from a character to a memory that make them know it
+_STOP = set("the a an of in on at to and or for by with from into after before during this that these those its "
+            "his her their our my your when what which who whom how did does do was were is are happened happen "
+            "then there".split())
+_MONTHS = set("january february march april may june july august september october november december jan feb mar "
+              "apr jun jul aug sep sept oct nov dec am pm".split())
+_WORD = re.compile(r"[^\W_]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+@dataclass
+class StoryData:
+    """What the graph says about knowledge, views, places and times (one per graph version)."""
+
+    knowers: dict[str, set[str]] = field(default_factory=dict)  # memory -> character ids that know it
+    restricted: set[str] = field(default_factory=set)  # memories with `knows` links: only those know them
+    owners: dict[str, str] = field(default_factory=dict)  # point-of-view memory -> normalized owner name
+    mistaken: set[str] = field(default_factory=set)  # point-of-view memories the objective layer contradicts
+    regions: dict[str, str] = field(default_factory=dict)  # node -> region path
+    labels: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)  # node -> (label, its words)
+    current_region: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.restricted or self.owners or self.regions or self.labels)
+
+
+@dataclass
+class StoryContext:
+    """StoryData seen from one speaker."""
+
+    data: StoryData
+    speaker: str | None = None
+    speaker_ids: set[str] = field(default_factory=set)
+
+    def view(self, node_id: str) -> str:
+        """How the speaker holds a memory: known | own | mistaken | rumour | unknown ('' without a speaker)."""
+        if not self.speaker:
+            return ""
+        data = self.data
+        owner = data.owners.get(node_id)
+        if owner is not None:
+            if owner != normalize_name(self.speaker):
+                return "rumour"
+            return "mistaken" if node_id in data.mistaken else "own"
+        if node_id in data.restricted and not (data.knowers.get(node_id, set()) & self.speaker_ids):
+            return "unknown"
+        return "known"
+
+
+_CACHE: OrderedDict[tuple, StoryData] = OrderedDict()
+
+
+def story_data(graph: GraphView, version: int) -> StoryData:
+    key = (id(graph.conn), graph.chat_id, version)
+    if key not in _CACHE:
+        _CACHE[key] = _build(graph)
+        while len(_CACHE) > 64:
+            _CACHE.popitem(last=False)
+    return _CACHE[key]
+
+
+def _build(graph: GraphView) -> StoryData:
+    data = StoryData()
+    nodes = {n.id: n for n in graph.nodes(archived=None)}
+    newest: tuple | None = None
+    for node in nodes.values():
+        if node.scope.get("layer") == "pov" and node.scope.get("owner"):
+            data.owners[node.id] = normalize_name(node.scope["owner"])
+        if region := node.scope.get("region"):
+            data.regions[node.id] = region
+            segment = parse_segment(node.story_time.get("segment"))
+            if not (segment and segment.flashback) and not node.archived:
+                rank = (node.floor_to, segment.key if segment else "", node.updated_at)
+                if newest is None or rank > newest[0]:
+                    newest = (rank, region)
+        if label := (node.story_time.get("label") or "").strip():
+            data.labels[node.id] = (label, _words(label))
+    data.current_region = newest[1] if newest else None
+    for edge in graph.edges():
+        if edge.relation in KNOWING:
+            data.knowers.setdefault(edge.target, set()).add(edge.source)
+            if edge.relation == KNOWS:
+                data.restricted.add(edge.target)
+        elif edge.relation == "contradicts":
+            for pov, other in ((edge.source, edge.target), (edge.target, edge.source)):
+                if pov in data.owners and other in nodes and other not in data.owners:
+                    data.mistaken.add(pov)
+    return data
+
+
+def story_context(graph: GraphView, version: int, speaker: str | None) -> StoryContext:
+    data = story_data(graph, version)
+    context = StoryContext(data, speaker)
+    if speaker and data.active:
+        context.speaker_ids = {n.id for n in graph.find_by_name(speaker)}
+    return context
+
+
+def story_boost(scores: dict[str, float], query: str, context: StoryContext,
+                allowed: set[str]) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """The scores with the story features added, and the reasons per node (only nodes in `allowed` move)."""
+    data = context.data
+    if not data.active or not scores:
+        return scores, {}
+    out, reasons = dict(scores), {}
+    low = min(scores.values())
+    named = _named_times(query, data) if data.labels else set()
+    for node_id in set(scores) | named:
+        if node_id not in allowed:
+            continue
+        delta, why = 0.0, []
+        view = context.view(node_id)
+        if view in ("own", "mistaken"):
+            delta, why = delta + OWN_POV_BONUS, why + [f"{context.speaker}'s own view (+{OWN_POV_BONUS:g})"]
+        elif view == "rumour":
+            delta, why = delta - OTHER_POV_PENALTY, why + [f"another's view (-{OTHER_POV_PENALTY:g})"]
+        elif view == "unknown":
+            delta, why = delta - UNKNOWN_PENALTY, why + [f"not known to {context.speaker} (-{UNKNOWN_PENALTY:g})"]
+        elif view == "known" and node_id in data.restricted:
+            delta, why = delta + KNOWN_BONUS, why + [f"{context.speaker} knows it (+{KNOWN_BONUS:g})"]
+        region = data.regions.get(node_id)
+        if region and data.current_region:
+            if region == data.current_region:
+                delta, why = delta + REGION_BONUS, why + [f"current region (+{REGION_BONUS:g})"]
+            elif adjacent(region, data.current_region):
+                delta, why = delta + ADJACENT_BONUS, why + [f"adjacent region (+{ADJACENT_BONUS:g})"]
+        if node_id in named:
+            delta, why = delta + STORY_TIME_BONUS, why + [f"story time named (+{STORY_TIME_BONUS:g})"]
+        if why:
+            out[node_id] = out.get(node_id, low) + delta
+            reasons[node_id] = why
+    return out, reasons
+
+
+def adjacent(a: str, b: str) -> bool:
+    """Two region paths are adjacent when one lies inside the other or both lie in the same wider place."""
+    pa, pb = a.split(" > "), b.split(" > ")
+    if pa[:len(pb)] == pb or pb[:len(pa)] == pa:
+        return True
+    return len(pa) > 1 and len(pb) > 1 and pa[:-1] == pb[:-1]
+
+
+def _words(text: str) -> frozenset[str]:
+    """Content words and numbers ("day 7", "the night of the fire"); month names and am/pm are left to the date
+    bonus, so a calendar label ("1:56 pm on 8 May, 2023") matches only a query that names all its numbers."""
+    return frozenset(_stem(w) for w in _WORD.findall(text.casefold()) if w not in _STOP and w not in _MONTHS
+                     and (len(w) >= 3 or w.isdigit()))
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _named_times(query: str, data: StoryData) -> set[str]:
+    """Memories whose story-time label the query names: every content word and number of the label (at least one
+    word that is not a number) is in the query, or the CJK label appears in it whole."""
+    words = _words(query)
+    out = set()
+    for node_id, (label, label_words) in data.labels.items():
+        if label_words and label_words <= words and not all(w.isdigit() for w in label_words):
+            out.add(node_id)
+        elif _CJK.search(label) and label in query:
+            out.add(node_id)
+    return out
+
+
+def annotate(chosen: list, reasons: dict[str, list[str]]) -> list:
+    """Add the story reasons to the chosen memories' reasons."""
+    for item in chosen:
+        if item.node.id in reasons:
+            item.reason = "; ".join([item.reason, *reasons[item.node.id]])
+    return chosen
+
+
+def label_views(injection: Injection, schema: Schema, context: StoryContext) -> None:
+    """Mark each injected memory with how the speaker holds it and render the injection grouped by it (objective
+    and known, the speaker's own views, others' views as rumours, what the speaker does not know). Only on a chat
+    with points of view or restricted knowledge; any other injection stays as it was."""
+    data = context.data
+    if not context.speaker or not (data.restricted or data.owners):
+        return
+    for item in (*injection.persistent, *injection.recalled):
+        item.view = context.view(item.node.id)
+    injection.speaker = context.speaker
+    injection.text = render_text(injection, schema)
+
+
+def speaker_of(store, chat_id: str, given: str | None) -> str | None:
+    """Who speaks next: the given name (the character card's), else the newest assistant message's name."""
+    if given and given.strip():
+        return given.strip()
+    row = store.conn.execute("SELECT name FROM messages WHERE chat_id=? AND role='assistant' AND name != '' "
+                             "ORDER BY floor DESC LIMIT 1", (chat_id,)).fetchone()
+    return row[0] if row else None

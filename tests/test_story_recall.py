@@ -1,0 +1,156 @@
+"""Recall's story features: what the speaker knows or witnessed, points of view (own, others' as rumours, mistaken
+beliefs labelled as beliefs), current and adjacent regions, and story-time queries, each a weight in the one
+fused score with its reason; the injection grouped by how the speaker holds each memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from curator.recall.story import adjacent
+from curator.schemas import parse_schema
+from curator.store.messages import Message
+
+SCHEMA = """
+name: tale
+relations: [{name: involved_in}, {name: contradicts}, {name: knows, internal: true}]
+types:
+  character:
+    identity: entity
+    primary_key: [name]
+    title_field: name
+    fields: [{name: name, required: true, embedded: true}]
+  event:
+    identity: event
+    story: true
+    bucket: episodic
+    fields: [{name: summary, required: true, embedded: true}]
+  pov_memory:
+    identity: event
+    story: true
+    bucket: reflection
+    fields: [{name: belief, required: true, embedded: true}]
+"""
+
+
+def ev(node_id, summary, floor, **extra):
+    return {"op": "create_node", "id": node_id, "type": "event", "title": node_id, "fields": {"summary": summary},
+            "floor_from": floor, "floor_to": floor, **extra}
+
+
+@pytest.fixture
+def tale(memory):
+    memory.create_chat("tale", parse_schema(SCHEMA))
+    memory.set_messages("tale", [Message("user" if i % 2 == 0 else "assistant", "You" if i % 2 == 0 else "Narrator",
+                                         f"turn {i}") for i in range(12)])
+    ops = [{"op": "create_node", "id": f"c_{n.lower()}", "type": "character", "fields": {"name": n}}
+           for n in ("Alba", "Bram", "Cole")]
+    ops += [
+        ev("e_secret", "Alba tells Bram that the ledger in the vault was forged by the mayor.", 2,
+           scope={"region": "Vale > Millbrook > Vault"}),
+        {"op": "link", "source": "c_alba", "target": "e_secret", "relation": "knows"},
+        {"op": "link", "source": "c_bram", "target": "e_secret", "relation": "knows"},
+        ev("e_fire", "The granary burns down and the miller's cart is lost in the flames.", 4,
+           story_time={"label": "the night of the fire", "segment": "0000-00-00.0003"}),
+        ev("e_market", "Cole sells apples at the market and talks about the ledger.", 6,
+           scope={"region": "Vale > Millbrook > Market"}),
+        ev("e_far", "Traders far away in the capital discuss the ledger prices.", 7,
+           scope={"region": "Capital > Docks"}),
+        {"op": "create_node", "id": "p_cole", "type": "pov_memory", "title": "p_cole", "floor_from": 8, "floor_to": 8,
+         "fields": {"belief": "Cole believes the ledger was forged by Bram."},
+         "scope": {"layer": "pov", "owner": "Cole"}},
+        {"op": "link", "source": "p_cole", "target": "e_secret", "relation": "contradicts"},
+        {"op": "create_node", "id": "p_bram", "type": "pov_memory", "title": "p_bram", "floor_from": 9, "floor_to": 9,
+         "fields": {"belief": "Bram thinks the ledger story will ruin the mayor."},
+         "scope": {"layer": "pov", "owner": "Bram"}},
+        ev("e_now", "Everyone gathers in the market square at noon.", 10,
+           scope={"region": "Vale > Millbrook > Market"}),
+    ]
+    memory.commit("tale", ops, 10, "test")
+    return memory
+
+
+def section(text: str, heading: str) -> str:
+    """The lines under the section headings that contain `heading`."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            inside = heading in line
+        elif inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def recalled(injection) -> dict:
+    return {c.node.id: c for c in injection.recalled}
+
+
+def test_a_secret_is_not_in_the_known_section_of_one_who_was_not_told(tale):
+    for speaker, knows in (("Cole", False), ("Bram", True)):
+        injection = tale.recall("tale", "who forged the ledger?", speaker=speaker)
+        chosen = recalled(injection)
+        assert "e_secret" in chosen
+        known = section(injection.text, "(known to")
+        assert ("forged by the mayor" in known) is knows
+        if not knows:
+            assert "forged by the mayor" in section(injection.text, f"not known to {speaker}")
+            assert "not known to Cole" in chosen["e_secret"].reason and chosen["e_secret"].view == "unknown"
+        else:
+            assert "Bram knows it" in chosen["e_secret"].reason
+
+
+def test_points_of_view_own_mistaken_and_rumour(tale):
+    as_cole = tale.recall("tale", "who forged the ledger?", speaker="Cole")
+    assert recalled(as_cole)["p_cole"].view == "mistaken"
+    assert "- [Cole's belief, not fact] p_cole" in section(as_cole.text, "what Cole believes")
+    assert "forged by Bram" not in section(as_cole.text, "(known to")
+    as_alba = tale.recall("tale", "who forged the ledger?", speaker="Alba")
+    assert "forged by Bram" in section(as_alba.text, "rumours")
+    assert recalled(as_alba)["p_cole"].score < recalled(as_cole)["p_cole"].score  # others' view scores lower
+
+
+def test_the_current_region_scores_higher_than_a_far_one(tale):
+    injection = tale.recall("tale", "the ledger", speaker="Alba")
+    chosen = recalled(injection)
+    assert "current region" in chosen["e_market"].reason
+    assert "region" not in chosen["e_far"].reason
+    assert adjacent("Vale > Millbrook > Vault", "Vale > Millbrook > Market")
+    assert not adjacent("Capital > Docks", "Vale > Millbrook > Market")
+
+
+def test_a_story_time_query_finds_its_scene(tale):
+    injection = tale.recall("tale", "what happened the night of the fire?", speaker="Alba", max_results=3)
+    chosen = recalled(injection)
+    assert "e_fire" in chosen and "story time named" in chosen["e_fire"].reason
+    plain = tale.recall("tale", "what happened that evening?", speaker="Alba", max_results=3)
+    assert all("story time" not in c.reason for c in plain.recalled)
+
+
+def test_the_speaker_defaults_to_the_newest_assistant_name(tale):
+    tale.set_messages("tale", [Message("user", "You", "hi"), Message("assistant", "Cole", "Hello.")])
+    injection = tale.recall("tale", "who forged the ledger?")
+    assert injection.speaker == "Cole" and recalled(injection)["e_secret"].view == "unknown"
+
+
+def test_a_chat_without_points_of_view_renders_as_before(chat, memory):
+    injection = memory.recall(chat, "the salve", speaker="Eileen")
+    assert injection.speaker is None and all(c.view == "" for c in injection.persistent + injection.recalled)
+    assert "known to" not in injection.text
+
+
+
+def test_the_http_recall_takes_the_speaker(tale):
+    import httpx2
+
+    from curator.extract.scripted import scripted_model
+    from curator.service.server import ServiceConfig, create_app
+    from curator.service.server.runner import ThreadedServer
+
+    app = create_app(tale, ServiceConfig(model=scripted_model()))
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+        views = {}
+        for speaker in ("Cole", "Bram"):
+            answer = client.post("/chats/tale/recall", json={"query": "who forged the ledger?", "speaker": speaker})
+            assert answer.status_code == 200
+            views[speaker] = {n["id"]: n.get("view") for n in answer.json()["blocks"]["recalled"]}
+        assert views["Cole"]["e_secret"] == "unknown" and views["Bram"]["e_secret"] == "known"
+        assert client.post("/chats/tale/recall", json={"query": "x", "speaker": "y" * 201}).status_code in (400, 422)
