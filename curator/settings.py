@@ -75,6 +75,9 @@ class RecallSettings(_Strict):
     top_k: int = Field(default=20, ge=1, le=500)  # vector candidates
     max_results: int = Field(default=15, ge=1, le=200)  # nodes in the recalled block at most
     budget_tokens: int = Field(default=1500, ge=50)  # both blocks together
+    # The cap of an always-inject type whose schema sets no `max_per_type` (0): its highest summaries first, then
+    # the newest; the rest competes in recall. 0 = no cap (the persistent share of the budget still applies).
+    max_per_type: int = Field(default=8, ge=0)
     exclude_recent_floors: int = Field(default=0, ge=0)  # leave out what the model still sees verbatim
     expand: bool = True  # one-hop graph expansion in hybrid mode
     rewrite: bool = False  # rag: one LLM call turns the recent turns into a search sentence

@@ -60,8 +60,9 @@ def install(app: FastAPI) -> None:
     log = service_log(service)
     recall = service.recall
 
-    def recording_recall(chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None):
-        injection = recall(chat_id, query, mode=mode, user_floor=user_floor)
+    def recording_recall(chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
+                         messages: list | None = None):
+        injection = recall(chat_id, query, mode=mode, user_floor=user_floor, messages=messages)
         log.record(chat_id, injection.to_dict())
         return injection
 
