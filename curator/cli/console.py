@@ -129,7 +129,7 @@ def print_schema(schema: Schema) -> None:
         comp = spec.compression
         table.add_row(
             spec.name, spec.identity, str(spec.extract_every),
-            (f"yes (max {inject.max_per_type or '∞'}, within {inject.max_floor_distance or '∞'} floors)"
+            (f"yes (max {inject.max_per_type or 'the default cap'}, within {inject.max_floor_distance or '∞'} floors)"
              if inject.enabled else "no"),
             (f"fan-in {comp.fan_in}, threshold {comp.threshold}, keep {comp.keep_recent_leaves}, depth {comp.max_depth}"
              if comp.mode == "hierarchical" else "none"),
