@@ -6,7 +6,9 @@ planted as a model would, and a scripted summarizer (the `summarize` model) that
 milestones, so compression runs for real. At floors 100, 300 and 600 every question whose fact was planted
 earlier is asked as the next user message (the recall gets the recent turns too, unless --query-only), and the
 figure is the share of questions whose answer is in the final injection text under the default budget, with the
-tokens used, the persistent and recalled node counts and the recall p50."""
+tokens used, the persistent and recalled node counts and the recall p50. Each fact is also asked as a follow-up
+with no subject of its own ("Where did it end up?") after a narrator line that brings it up: only the recent turns
+say what it is about (with --query-only, the follow-up line alone)."""
 
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ def main() -> None:
             if failed:
                 raise SystemExit(f"extraction failed at floor {failed[0].floor}: {failed[0].reason}")
             asked = [f for f in facts if f.floor < checkpoint]
-            hits, tokens, persistent, recalled, within, times = 0, [], [], [], 0, []
+            hits, follow_hits, tokens, persistent, recalled, within, times = 0, 0, [], [], [], 0, []
             for fact in asked:
                 question = Message("user", "Wren", fact.question)
                 t0 = now()
@@ -62,6 +64,12 @@ def main() -> None:
                 times.append(now() - t0)
                 found = fact.answer.lower() in injection.text.lower()
                 hits += found
+                # the same fact asked as a follow-up with no subject of its own ("Where did it end up?"), after
+                # a narrator line that brings it up: only the recent turns say what "it" is
+                cue = [Message("assistant", "Narrator", fact.cue), Message("user", "Wren", fact.follow_up)]
+                follow = (memory.recall("long", fact.follow_up, messages=[*messages[:checkpoint - 1], *cue])
+                          if takes_messages and not args.query_only else memory.recall("long", fact.follow_up))
+                follow_hits += fact.answer.lower() in follow.text.lower()
                 tokens.append(injection.tokens)
                 within += injection.tokens <= injection.budget_tokens
                 persistent.append(len(injection.persistent))
@@ -70,6 +78,7 @@ def main() -> None:
             latencies += times
             graph = memory.graph("long")
             rows.append({"floor": checkpoint, "questions": len(asked), "share": round(hits / max(1, len(asked)), 3),
+                         "follow_up_share": round(follow_hits / max(1, len(asked)), 3),
                          "tokens_mean": round(statistics.mean(tokens), 1) if tokens else 0,
                          "tokens_max": max(tokens, default=0), "within_budget": within,
                          "persistent_mean": round(statistics.mean(persistent), 1) if persistent else 0,
@@ -92,11 +101,12 @@ def main() -> None:
                           "usage": usage}}
 
     def render(r: dict) -> str:
-        lines = [(row["floor"], row["questions"], row["share"], row["tokens_mean"], row["tokens_max"],
+        lines = [(row["floor"], row["questions"], row["share"], row.get("follow_up_share", ""), row["tokens_mean"],
+                  row["tokens_max"],
                   f"{row['within_budget']}/{row['questions']}", row["persistent_mean"], row["recalled_mean"],
                   row["active_nodes"], row["archived"], row["recall_p50_ms"]) for row in r["results"]["checkpoints"]]
         kinds = ", ".join(f"{k} {v}" for k, v in r["results"]["by_kind_at_last"].items())
-        return (table(["floor", "questions", "in injection", "tokens mean", "tokens max", "within budget",
+        return (table(["floor", "questions", "in injection", "follow-up", "tokens mean", "tokens max", "within budget",
                        "persistent", "recalled", "active nodes", "archived", "recall p50 ms"], lines)
                 + f"\nby kind at floor {r['results']['checkpoints'][-1]['floor']}: {kinds}"
                 + f"\nparams: {r['params']}")

@@ -172,3 +172,24 @@ def test_recall_reads_the_turns_in_every_mode(memory):
     assert "Mira (assistant): Mira holds up the copper key." in prompts[-1]  # real turns, not one line
     reranked = recaller.recall("k", "", options=opts.model_copy(update={"llm_rerank": True}), messages=turns)
     assert "Mira (assistant): Mira holds up the copper key." in prompts[-1] and reranked.recalled
+
+
+def test_the_service_recall_takes_the_turns(tmp_path):
+    import httpx2
+
+    import curator
+    from curator.service.server import ServiceConfig, create_app
+    from curator.service.server.runner import ThreadedServer
+
+    memory = curator.open(tmp_path / "data")
+    turns = _chat_with_a_key(memory)
+    wire = [{"role": m.role, "name": m.name, "text": m.text} for m in turns]
+    with ThreadedServer(create_app(memory, ServiceConfig())) as server, \
+            httpx2.Client(base_url=server.url + "/api/v1", timeout=60) as client:
+        answer = client.post("/chats/k/recall", json={"turns": wire}).json()
+        assert answer["query"] == "What did she say it opens?"
+        assert "e_key" in {row["id"] for row in answer["blocks"]["recalled"]}
+        assert {"left_out", "left_out_count"} <= set(answer)
+        empty = client.post("/chats/k/recall", json={"query": " "})
+        assert empty.status_code == 400 and "nothing to recall for" in empty.json()["error"]["message"]
+    memory.close()

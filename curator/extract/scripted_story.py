@@ -75,6 +75,8 @@ class Fact:
     actor: str
     alias: str = ""
     item: str = ""
+    cue: str = ""  # a narrator line that brings the fact up again, without its answer
+    follow_up: str = ""  # the user's question after that line: it has no subject on its own
 
 
 def story(floors: int = 640, seed: int = 7, every: int = 9) -> tuple[list[Message], list[Fact]]:
@@ -110,22 +112,28 @@ def _fact(kind: str, i: int, floor: int, who: str, place: str, rng: random.Rando
     if kind == "item":
         item, spot = ITEMS[i], SPOTS[i]
         return Fact(floor, kind, f"{who} took the {item} from {other} and hid it {spot}.",
-                    f"Where is the {item} now?", spot, who, item=item)
+                    f"Where is the {item} now?", spot, who, item=item,
+                    cue=f"{other} asks everyone whether they have seen the {item}.", follow_up="Where did it end up?")
     if kind == "promise":
         return Fact(floor, kind, f"{who} swore to {other}: I promise to {PROMISES[i]}.",
-                    f"What did {who} promise {other}?", PROMISES[i], who)
+                    f"What did {who} promise {other}?", PROMISES[i], who,
+                    cue=f"{other} reminds {who} of the promise {who} once made.", follow_up="What was it again?")
     if kind == "debt":
         return Fact(floor, kind, f"{who} borrowed {AMOUNTS[i]} from {other} and must pay it back.",
-                    f"What does {who} owe {other}?", AMOUNTS[i], who)
+                    f"What does {who} owe {other}?", AMOUNTS[i], who,
+                    cue=f"{other} glares at {who} about the money borrowed.", follow_up="How much was it?")
     if kind == "alias":
         return Fact(floor, kind, f"The stranger {ALIASES[i]} told {who} her true name: {TRUE_NAMES[i]}.",
-                    f"What is the true name of {ALIASES[i]}?", TRUE_NAMES[i], TRUE_NAMES[i], alias=ALIASES[i])
+                    f"What is the true name of {ALIASES[i]}?", TRUE_NAMES[i], TRUE_NAMES[i], alias=ALIASES[i],
+                    cue=f"A hooded woman, {ALIASES[i]}, walks past the inn.", follow_up="What is her real name?")
     if kind == "death":
         return Fact(floor, kind, f"{VICTIMS[i][0].upper()}{VICTIMS[i][1:]} died at {place}, killed by {KILLERS[i]}.",
-                    f"How did {VICTIMS[i]} die?", KILLERS[i], who)
+                    f"How did {VICTIMS[i]} die?", KILLERS[i], who,
+                    cue=f"Someone leaves flowers on the grave of {VICTIMS[i]}.", follow_up="How did that happen?")
     topic, rule = RULES[i]
     return Fact(floor, kind, f"The elders taught {who} the rule of the valley about {topic}: {rule}.",
-                f"What is the rule of the valley about {topic}?", rule, who)
+                f"What is the rule of the valley about {topic}?", rule, who,
+                cue=f"A child asks {who} about the old rule concerning {topic}.", follow_up="What does it say?")
 
 
 _ROUTINE = re.compile(r"Day (?P<day>\d+), at (?P<place>[\w ]+?)\. (?P<who>\w+) (?P<rest>[^.]+)\.")
