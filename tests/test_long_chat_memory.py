@@ -121,6 +121,7 @@ def test_the_query_is_built_from_the_recent_turns():
     assert rq.parts[1].text == "Mira shows the copper key."
     assert rq.turns.splitlines() == ["Wren (user): Good morning.", "Mira (assistant): Mira shows the copper key.",
                                      "Wren (user): What did she say about it?"]
+    assert [p.group for p in build_query("", turns, assistant=0.0).parts] == ["user"]  # weight 0: left out
     alone = build_query("Where is the key?", None)
     assert [p.text for p in alone.parts] == ["Where is the key?"] and alone.single
     assert split_intents("Where did Mira hide the copper key? And what did Rowan promise the ferryman?") == [
@@ -153,6 +154,8 @@ def test_recall_reads_the_turns_in_every_mode(memory):
     opts = memory.settings.recall.model_copy(update={"max_per_type": 2})
     with_turns = memory.recall("k", messages=turns, max_per_type=2)
     assert "e_key" in {c.node.id for c in with_turns.recalled}
+    only_the_last = memory.recall("k", messages=turns, max_per_type=2, turn_weights=(1.0, 0.0, 0.0))
+    assert only_the_last.text == memory.recall("k", "What did she say it opens?", max_per_type=2).text
     rag = memory.recall("k", messages=turns, mode="rag", max_per_type=2, max_results=3)
     assert "e_key" in {c.node.id for c in rag.recalled}
 

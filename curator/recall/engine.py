@@ -72,7 +72,8 @@ class Recaller:
         opts = options or self.settings.recall
         mode = mode or opts.mode
         version = self.store.graph_version(chat_id)
-        rq = build_query(query, messages)
+        user, assistant, previous_user = opts.turn_weights
+        rq = build_query(query, messages, user=user, assistant=assistant, previous_user=previous_user)
         query = rq.text or query
         digest = hashlib.sha256("\x1f".join([rq.turns, *(f"{p.weight}:{p.text}" for p in rq.parts)]).encode())
         key = (chat_id, user_floor, digest.hexdigest(), version, mode, opts.model_dump_json())
