@@ -117,7 +117,11 @@ def test_the_query_is_built_from_the_recent_turns():
              Message("user", "Wren", "What did she say about it?")]
     rq = build_query("", turns)
     assert rq.text == "What did she say about it?"
-    assert [(p.group, p.weight) for p in rq.parts] == [("user", 0.7), ("assistant", 0.2), ("previous_user", 0.1)]
+    # a message with no subject of its own leans on the turns before it (its weight times VAGUE_SHARE)
+    assert [(p.group, round(p.weight, 2)) for p in rq.parts] == [("user", 0.21), ("assistant", 0.2),
+                                                                  ("previous_user", 0.1)]
+    specific = build_query("", [*turns[:2], Message("user", "Wren", "Does the copper key open the crypt?")])
+    assert [(p.group, p.weight) for p in specific.parts] == [("user", 0.7), ("assistant", 0.2), ("previous_user", 0.1)]
     assert rq.parts[1].text == "Mira shows the copper key."
     assert rq.turns.splitlines() == ["Wren (user): Good morning.", "Mira (assistant): Mira shows the copper key.",
                                      "Wren (user): What did she say about it?"]

@@ -4,7 +4,8 @@
 the last assistant reply and the previous user message 0.7 / 0.2 / 0.1 and splits multi-intent queries; Memory
 Graph reads the last assistant turns), a query is a weighted set of parts:
 
-- the message being answered (the newest user message, or the text given as the query), weight `user`;
+- the message being answered (the newest user message, or the text given as the query), weight `user` (times
+  `VAGUE_SHARE` when it has no content word of its own: "What was it again?" is about the turns before it);
 - the assistant reply before it, weight `assistant`; the user message before that, weight `previous_user`
   (each the last `MAX_PART_CHARS` characters: a long reply's end is what the next message answers);
 - a long message that asks several things ("Where is the key? And what did Mira promise?") is split into
@@ -57,6 +58,23 @@ class RecallQuery:
         return len(self.parts) <= 1
 
 
+VAGUE_SHARE = 0.3  # of its weight, for a message answered that has no content word of its own
+_FUNCTION_WORDS = frozenset("""a an the and or but if then so to of in on at by for with from about into over after
+before again also just still now then there here this that these those it its it's they them their he him his she
+her hers we us our you your i me my mine what which who whom whose when where why how whether is are was were be been
+being do does did done have has had can could will would shall should may might must not no yes oh ah well okay ok
+please tell say said says happen happened happens again really thing things one ones something anything
+everything that's what's where's who's end up much many real true exactly""".split())
+
+
+def content_words(text: str) -> list[str]:
+    """The words of `text` that carry a subject (not question words, pronouns or auxiliaries); CJK text always
+    counts as content."""
+    if re.search(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]", text):
+        return [text]
+    return [w for w in re.findall(r"[\w']+", text.lower()) if w not in _FUNCTION_WORDS and len(w) > 1]
+
+
 def split_intents(text: str) -> list[str]:
     """The sub-queries of a long message that asks several things (questions, or sentences separated by ? ! .);
     [] when it is short or asks one thing."""
@@ -86,6 +104,8 @@ def build_query(query: str, messages: Sequence[Message] | None = None, *, user: 
         text, before, name = messages[last_user].text.strip(), messages[:last_user], messages[last_user].name
     else:
         before, name = messages, ""  # the query is not among the turns: every turn is context
+    if before and not content_words(text):  # "What was it again?": the turns before say what it is about
+        user *= VAGUE_SHARE
     parts = [Part(text, user, "user")] if text else []
     parts += [Part(sub, user, "user") for sub in split_intents(text)]
     reply_at = next((i for i in range(len(before) - 1, -1, -1) if before[i].role == "assistant"), None)
