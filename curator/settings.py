@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, ValidationError
 
 from curator.vectors.embeddings import EmbeddingProfile
 from curator.errors import CuratorError
@@ -75,6 +75,12 @@ class RecallSettings(_Strict):
     top_k: int = Field(default=20, ge=1, le=500)  # vector candidates
     max_results: int = Field(default=15, ge=1, le=200)  # nodes in the recalled block at most
     budget_tokens: int = Field(default=1500, ge=50)  # both blocks together
+    # The cap of an always-inject type whose schema sets no `max_per_type` (0): its highest summaries first, then
+    # the newest; the rest competes in recall. 0 = no cap (the persistent share of the budget still applies).
+    max_per_type: int = Field(default=8, ge=0)
+    # The recall query from the recent turns (curator/recall/query.py): weights of the message answered, the reply
+    # before it and the user message before that (ST-BME's 0.7 / 0.2 / 0.1); 0 leaves a turn out.
+    turn_weights: tuple[NonNegativeFloat, NonNegativeFloat, NonNegativeFloat] = (0.7, 0.2, 0.1)
     exclude_recent_floors: int = Field(default=0, ge=0)  # leave out what the model still sees verbatim
     expand: bool = True  # one-hop graph expansion in hybrid mode
     rewrite: bool = False  # rag: one LLM call turns the recent turns into a search sentence

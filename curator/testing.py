@@ -34,10 +34,16 @@ def completion(body: dict, *, content: str | None = None, tool_args: dict | None
 
 
 def one_event(body: dict) -> dict:
-    """Default responder: record one event summarizing the newest reply (first 160 characters)."""
+    """Default responder: record one event summarizing the newest reply (first 160 characters); a compression
+    batch (maintenance's `answer` tool) gets the start of its children's text as its summary."""
     prompt = next((m["content"] for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
     if isinstance(prompt, list):
         prompt = " ".join(p.get("text", "") for p in prompt if isinstance(p, dict))
+    tools = body.get("tools") or []
+    if tools and tools[0]["function"]["name"] == "answer" and "Fold these" in prompt:  # a compression batch
+        children = " ".join(prompt.split("Nodes to fold, oldest first:", 1)[-1].split())
+        params = tools[0]["function"].get("parameters", {})
+        return completion(body, tool_args={name: children[:120] or "folded" for name in params.get("required", [])})
     newest = prompt.split("## Newest reply", 1)[-1].split("\n", 1)[-1]
     summary = " ".join(newest.split())[:160] or "something happened"
     answer = {"event": [{"summary": summary}]}

@@ -45,7 +45,9 @@ class FieldSpec(_Strict):
 
 
 class AlwaysInject(_Strict):
-    """Persistent injection: nodes of this type are in every prompt, within these caps (0 = no cap)."""
+    """Persistent injection: nodes of this type are in every prompt, within these caps and the persistent share of
+    the budget (`max_floor_distance` 0 = no cap; `max_per_type` 0 = recall's default cap, `recall.max_per_type`).
+    The nodes the caps leave out compete in recall."""
 
     enabled: bool = False
     max_per_type: int = Field(default=0, ge=0)

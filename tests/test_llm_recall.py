@@ -55,7 +55,7 @@ def test_drill_into_a_summary_then_finalize(memory, road):
     assert chosen[:2] == ["n_evt_01", "n_eileen"]  # the bogus id and the always-injected one are left out
     assert "n_bogus" not in chosen and "n_evt_l1_1" not in chosen
     events = [c for c in injection.recalled if c.node.type == "event"]
-    assert len(events) == 2 and events[1].reason == "added: recall keeps at least 2 events"
+    assert len(events) == 2 and events[1].reason.endswith("added: recall keeps at least 2 events")
     assert injection.mode == "llm" and injection.usage.calls == 2
     assert "owe" in injection.text or "salve" in injection.text
 
@@ -83,12 +83,12 @@ def test_falls_back_to_hybrid_on_failure_or_no_valid_pick(memory, road):
 
     failed = recall(memory, road, broken)
     assert ids(failed) == ids(plain) and failed.recalled  # never everything: the deterministic choice
-    assert all(c.reason.startswith("hybrid fallback (RuntimeError: no model today)") for c in failed.recalled)
+    assert all("hybrid fallback (RuntimeError: no model today)" in c.reason for c in failed.recalled)
     assert failed.usage.failed_calls == 1
     data = failed.to_dict()  # the JSON says what ran and why
     assert data["mode"] == "hybrid" and data["fallback"] == {"from": "llm", "reason": "RuntimeError: no model today"}
     assert plain.to_dict()["fallback"] is None
     empty = recall(memory, road, Picker({"action": "finalize", "ids": ["n_bogus"]}))
-    assert ids(empty) == ids(plain) and empty.recalled[0].reason.startswith("hybrid fallback (no valid id chosen)")
+    assert ids(empty) == ids(plain) and "hybrid fallback (no valid id chosen)" in empty.recalled[0].reason
     garbage = recall(memory, road, Picker({"action": "panic"}))  # invalid answers, retried once, then fallback
     assert ids(garbage) == ids(plain) and garbage.usage.calls == 2

@@ -143,14 +143,14 @@ def test_rag_mode_with_a_reranker_and_its_fallback(memory, road):
         router.post(url).mock(side_effect=reverse)
         reranked = memory.recall(road, "the bridge toll", mode="rag", rerank=profile, max_results=5)
     assert reranked.mode == "rag"
-    assert all(c.reason == "reranked" or c.reason.startswith("detail of") for c in reranked.recalled)
+    assert all(c.reason.endswith("reranked") or c.reason.startswith("detail of") for c in reranked.recalled)
     assert any(c.reason == "reranked" for c in reranked.recalled)
     with respx.mock() as router:
         router.post(url).mock(return_value=httpx.Response(500))
         fallback = memory.recall(road, "the bridge toll", mode="rag", rerank=profile, max_results=5)
     plain = memory.recall(road, "the bridge toll", mode="rag", max_results=5)
     assert ids(fallback.recalled) == ids(plain.recalled)  # any rerank failure keeps the vector order
-    assert all(c.reason == "vector match" or c.reason.startswith("detail of") for c in fallback.recalled)
+    assert all(c.reason.endswith("vector match") or c.reason.startswith("detail of") for c in fallback.recalled)
 
 
 def test_injection_structure_and_buckets(memory, road):

@@ -238,16 +238,18 @@ def test_the_extraction_channel_decides_which_job_a_sync_queues(tmp_path):
                                                       headers=CLIENT, timeout=30) as client:
         client.post("/chats", json={"id": "c", "settings": {"extraction": {"channel": "off"}}})
         synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(4))}).json()
-        assert synced["due"] == [1, 3] and synced["job"] is None  # nobody writes
+        assert synced["due"] == [] and synced["job"] is None  # nobody writes, so nothing is due
         client.put("/chats/c/settings", json={"extraction": {"channel": "curator"}})
         synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(6))}).json()
         done = wait(client, synced["job"])
-        assert done["kind"] == "curate" and [r["floor"] for r in done["result"]["runs"]] == [1, 3, 5]
+        assert done["kind"] == "extract" and done["result"]["curated"] == [1, 3, 5]  # the channel's writer
+        assert done["result"]["extracted"] == []
         assert [c.origin for c in memory.store.commits("c")] == ["curate"] * 3  # the agent's runs, one commit each
         changed = client.put("/chats/c/settings", json={"extraction": {"channel": "both", "extract_every": 1}})
         assert changed.json()["settings"]["extraction"]["channel"] == "both"
         synced = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(8))}).json()
-        assert wait(client, synced["job"])["result"]["floors"] == [1, 3, 5, 7]
+        both = wait(client, synced["job"])["result"]
+        assert both["extracted"] == [1, 3, 5, 7] and both["curated"] == [7]  # the curator had done 1, 3 and 5
         bad = client.post("/chats", json={"id": "d", "settings": {"extraction": {"channel": "psychic"}}})
         assert bad.status_code == 400 and "channel" in bad.json()["error"]["message"]
     memory.close()

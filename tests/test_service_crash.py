@@ -123,7 +123,7 @@ def test_kill_during_a_job_then_restart_resumes_it(tmp_path):
         kill9(proc)
         consistent(data, "c")
         with curator.open(data) as memory:
-            done_before = len(memory.store.commits("c"))
+            done_before = len([c for c in memory.store.commits("c") if c.origin == "extract"])
         assert 5 <= done_before < 30
         proc, url = start_service(data, fake.base_url)
         try:
@@ -140,4 +140,6 @@ def test_kill_during_a_job_then_restart_resumes_it(tmp_path):
             proc.wait(timeout=30)
     consistent(data, "c")
     with curator.open(data) as memory:
-        assert [c.anchor_floor for c in memory.store.commits("c")] == list(range(1, 60, 2))
+        commits = memory.store.commits("c")
+        assert [c.anchor_floor for c in commits if c.origin == "extract"] == list(range(1, 60, 2))
+        assert {c.origin for c in commits} <= {"extract", "maintenance"}  # and the compression that runs itself

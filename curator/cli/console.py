@@ -92,20 +92,34 @@ def print_rollback(result: RollbackResult) -> None:
 
 
 def print_injection(injection, title: str | None = None) -> None:
+    """The injection as three tables: the persistent block, the recalled block, and what was left out and why."""
     data = injection.to_dict()
     tokens = data["tokens"]
     out.print(f"[bold]{title or injection.query}[/]")
     out.print(f"  {len(injection.persistent)} persistent + {len(injection.recalled)} recalled nodes, "
               f"{tokens['total']}/{tokens['budget']} tokens ({tokens['tokenizer']}), mode {injection.mode}"
               + (", reused" if injection.reused else ""))
-    table = Table(show_header=True, box=None, pad_edge=False)
-    for column in ("block", "node", "score", "why"):
-        table.add_column(column, overflow="fold")
-    for chosen in injection.persistent + injection.recalled:
-        if chosen.block == "persistent":
+    sections = (
+        ("persistent", f"persistent block ({tokens['persistent']} tokens)", ("node", "floors", "tokens"),
+         [(f"{c.node.title} ({c.node.type})", _floors(c.node), str(c.tokens)) for c in injection.persistent]),
+        ("recalled", f"recalled block ({tokens['recalled']} tokens)", ("node", "floors", "score", "why"),
+         [(f"{c.node.title} ({c.node.type})", _floors(c.node), f"{c.score:.2f}", c.reason) for c in injection.recalled]),
+        ("left out", f"left out ({data['left_out_count']})", ("node", "from", "why"),
+         [(f"{row['title']} ({row['type']})", row["block"], row["why"]) for row in data["left_out"]]),
+    )
+    for _name, heading, columns, rows in sections:
+        out.print(f"\n[bold]{heading}[/]")
+        if not rows:
+            out.print("  (none)")
             continue
-        table.add_row(chosen.block, f"{chosen.node.title} ({chosen.node.type})", f"{chosen.score:.2f}", chosen.reason)
-    out.print(table)
+        table = Table(show_header=True, box=None, pad_edge=False)
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+    if data["left_out_count"] > len(data["left_out"]):
+        out.print(f"  ... and {data['left_out_count'] - len(data['left_out'])} more (--json lists the first ones)")
 
 
 def print_schema(schema: Schema) -> None:
@@ -118,7 +132,7 @@ def print_schema(schema: Schema) -> None:
         comp = spec.compression
         table.add_row(
             spec.name, spec.identity, str(spec.extract_every),
-            (f"yes (max {inject.max_per_type or '∞'}, within {inject.max_floor_distance or '∞'} floors)"
+            (f"yes (max {inject.max_per_type or 'the default cap'}, within {inject.max_floor_distance or '∞'} floors)"
              if inject.enabled else "no"),
             (f"fan-in {comp.fan_in}, threshold {comp.threshold}, keep {comp.keep_recent_leaves}, depth {comp.max_depth}"
              if comp.mode == "hierarchical" else "none"),

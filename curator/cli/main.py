@@ -274,19 +274,30 @@ def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
 @reported
 def recall(
     chat: ChatOpt,
-    query: Annotated[str, typer.Option("--query", "-q", help="The user's message (or the recent turns).")],
+    query: Annotated[str | None, typer.Option("--query", "-q", help="The user's message being answered.")] = None,
+    turns: Annotated[Path | None, typer.Option(
+        "--turns", help="The recent turns (SillyTavern .jsonl or JSONL of {role, name, content}), oldest first: "
+                        "the query is built from them; without --query the last user message is the one answered.")] = None,
     mode: Annotated[str | None, typer.Option(help="hybrid (default) | rag | llm")] = None,
     budget: Annotated[int | None, typer.Option(help="Token budget for both blocks.")] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Recall the memories for the next generation and show the injection."""
+    """Recall the memories for the next generation and show the injection: the persistent block, the recalled
+    block and what was left out and why."""
     if mode not in (None, "hybrid", "rag", "llm"):
         raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid, rag or llm.")
+    if not (query or "").strip() and turns is None:
+        raise CuratorError("nothing to recall for: give --query TEXT, --turns FILE or both")
+    messages = None
+    if turns is not None:
+        from curator.extract.chatfile import read_chat
+
+        messages = read_chat(turns).messages
     with open_memory(existing=True) as memory:
         if budget is not None and budget < 1:
             raise CuratorError(f"budget {budget} is not a token count", "Give a positive number of tokens.")
         options = {"budget_tokens": budget} if budget else {}
-        injection = memory.recall(chat, query, mode=mode, **options)
+        injection = memory.recall(chat, query or "", mode=mode, messages=messages, **options)
     if json_:
         console.print_json(injection.to_dict())
     else:

@@ -48,6 +48,7 @@ class CurateResult:
     requests: list[CallRecord] = field(default_factory=list)  # one per model request: tokens, latency, error
     usage: Usage = field(default_factory=Usage)
     latency_ms: float = 0.0
+    maintenance: list = field(default_factory=list)  # what ran after the run (compression in the pipeline)
 
     def to_dict(self) -> dict:
         return {"chat": self.chat_id, "floor": self.floor, "seq": self.seq, "active_types": self.active_types,
@@ -55,7 +56,8 @@ class CurateResult:
                 "ops": self.staged_ops, "reply": self.reply, "reason": self.reason,
                 "tool_calls": [c.to_dict() for c in self.tool_calls], "model_requests": self.usage.calls,
                 "requests": [asdict(r) for r in self.requests],
-                "usage": self.usage.to_dict(), "latency_ms": round(self.latency_ms, 1)}
+                "usage": self.usage.to_dict(), "latency_ms": round(self.latency_ms, 1),
+                **({"maintenance": [m.to_dict() for m in self.maintenance]} if self.maintenance else {})}
 
 
 class Curator:

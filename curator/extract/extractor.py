@@ -60,10 +60,14 @@ def last_extracted_floor(store: Store, chat_id: str, origin: str = "extract") ->
 
 
 def due_floors(store: Store, chat_id: str, settings: Settings) -> list[tuple[int, int]]:
-    """(floor, seq) of the replies still to extract, every `extract_every` replies."""
+    """(floor, seq) of the replies still to write, every `extract_every` replies: after the pointer of the chat's
+    channel (`both`: of the writer that is behind; `off`: nothing is due, nobody writes)."""
     extraction = settings.for_chat(store.chat(chat_id).settings).extraction
     every = extraction.extract_every
-    pointer = last_extracted_floor(store, chat_id, "curate" if extraction.channel == "curator" else "extract")
+    if extraction.channel == "off":
+        return []
+    pointers = {"extractor": ("extract",), "curator": ("curate",), "both": ("extract", "curate")}[extraction.channel]
+    pointer = min(last_extracted_floor(store, chat_id, origin) for origin in pointers)
     floors = assistant_floors(store.messages(chat_id))
     return [(f, seq) for seq, f in enumerate(floors, start=1) if f > pointer and seq % every == 0]
 

@@ -18,7 +18,7 @@ from curator.schemas import Schema, load_schema
 
 from curator.errors import ChatFileError
 from curator.extract.chatfile import read_chat
-from curator.extract.extractor import ExtractionResult, Extractor, due_floors
+from curator.extract.extractor import ExtractionResult, due_floors
 from curator.llm.models import Usage
 from curator.store.messages import Message
 from curator.settings import Settings
@@ -34,7 +34,7 @@ class IngestReport:
     curated: list = field(default_factory=list)  # CurateResult of each curator run (channel curator or both)
     rolled_back_from: int | None = None
     seconds: float = 0.0
-    maintenance: list = field(default_factory=list)  # reports of the maintenance run after the steps
+    maintenance: list = field(default_factory=list)  # reports of what ran after the steps (compression, ...)
 
     @property
     def failed(self) -> ExtractionResult | None:
@@ -85,9 +85,12 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
                  schema: Schema | str = "default", model: Model | None = None,
                  on_step: Callable[[ExtractionResult, int, int], None] | None = None,
                  limit: int | None = None, curate_model: Model | None = None,
-                 after_step: Callable[[ExtractionResult], Awaitable[list]] | None = None) -> IngestReport:
-    """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new).
-    `after_step` runs after each successful extraction step (scheduled maintenance) and returns its reports."""
+                 after_step: Callable[[ExtractionResult], Awaitable[list]] | None = None,
+                 write=None) -> IngestReport:
+    """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new). The chat's
+    `extraction.channel` decides who writes each due floor (`write`: a `curator.extract.channel.ChannelWriter`,
+    else one built from `model`, `curate_model` and `after_step`, the scheduled maintenance after each
+    successful extraction step)."""
     started = time.perf_counter()
     messages = chat_messages(path)
     if not store.has_chat(chat_id):
@@ -102,22 +105,17 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
     due = due_floors(store, chat_id, settings)
     report = IngestReport(chat_id, len(messages), len(due), rolled_back_from=rolled_back)
     now = due if limit is None else due[:limit]
-    extractor = Extractor(store, settings, model=model)
-    channel = settings.for_chat(store.chat(chat_id).settings).extraction.channel
-    curator = None
-    if channel != "extractor":  # the curator writes too (`both`: after the extractor, seeing what it wrote)
-        from curator.extract.curator_agent import Curator
+    if write is None:
+        from curator.extract.channel import ChannelWriter
 
-        curator = Curator(store, settings, model=curate_model)
+        write = ChannelWriter(store, settings, model=model, curate_model=curate_model, after_extraction=after_step)
     for done, (floor, _seq) in enumerate(now, start=1):
-        if channel != "curator":
-            result = await extractor.extract(chat_id, floor, messages)
-            report.results.append(result)
-            if after_step and result.ok:
-                report.maintenance += await after_step(result)
-        if curator is not None and (channel == "curator" or result.ok):
-            result = await curator.curate(chat_id, floor)
-            report.curated.append(result)
+        result = await write.write(chat_id, floor, messages)  # the chat's channel: extractor, curator or both
+        if result.extraction is not None:
+            report.results.append(result.extraction)
+        if result.curation is not None:
+            report.curated.append(result.curation)
+        report.maintenance += result.maintenance
         if on_step:
             on_step(result, done, len(now))
         if not result.ok:

@@ -79,12 +79,13 @@ class Job:
     `model` replaces the configured `maintain` profile (tests, scripted runs)."""
 
     def __init__(self, op: str, store: Store, settings: Settings, chat_id: str, *, model: Model | None = None,
-                 index: Callable[[], VectorIndex] | None = None, anchor: int | None = None):
+                 index: Callable[[], VectorIndex] | None = None, anchor: int | None = None, task: str = TASK):
         store.chat(chat_id)  # a clear error for an unknown chat before anything else
         self.store, self.chat_id = store, chat_id
         self.settings = settings.for_chat(store.chat(chat_id).settings)
         self.schema = store.chat(chat_id).schema
         self._model, self._index = model, index
+        self.task = task  # the model profile's task: `maintain`, or `summarize` for compression in the pipeline
         self.trace = LLMTrace()
         self.report = MaintenanceReport(op, chat_id, anchor if anchor is not None else head_floor(store, chat_id))
         self._started = time.perf_counter()
@@ -109,7 +110,7 @@ class Job:
 
     def base_model(self) -> Model:
         if self._model is None:
-            profile = self.settings.profile_for(TASK)
+            profile = self.settings.profile_for(self.task)
             self._model = build_model(profile)
             self._limiter = RateLimiter(profile.rpm)
         return self._model
@@ -118,7 +119,7 @@ class Job:
         if self._model is not None:
             return True
         try:
-            self.settings.profile_for(TASK)
+            self.settings.profile_for(self.task)
         except CuratorError:
             return False
         return True
@@ -129,13 +130,13 @@ class Job:
         precise message for an answer that cannot be applied, and the model is told so."""
         agent = self._agents.get(id(output_type))
         if agent is None:
-            profile = self.settings.profiles.get(self.settings.tasks.get(TASK, "default"))
+            profile = self.settings.profiles.get(self.settings.tasks.get(self.task, "default"))
             agent = Agent(None, output_type=ToolOutput(output_type, name="answer", description="Give your answer."),
                           deps_type=_Check, system_prompt=system, retries={"output": self.cfg.output_retries},
                           model_settings=model_settings(profile) if profile and self._model is None else None)
             agent.output_validator(_validate)
             self._agents[id(output_type)] = agent
-        model = MeteredModel(self.base_model(), TASK, self.trace, self._limiter)
+        model = MeteredModel(self.base_model(), self.task, self.trace, self._limiter)
         result = await agent.run(prompt, model=model, deps=_Check(check))
         return result.output
 

@@ -31,8 +31,8 @@ class Maintainer:
                  index: Callable[[], VectorIndex] | None = None):
         self.store, self.settings, self.model, self.index = store, settings, model, index
 
-    def job(self, op: str, chat_id: str, anchor: int | None = None) -> Job:
-        return Job(op, self.store, self.settings, chat_id, model=self.model, index=self.index, anchor=anchor)
+    def job(self, op: str, chat_id: str, anchor: int | None = None, task: str = "maintain") -> Job:
+        return Job(op, self.store, self.settings, chat_id, model=self.model, index=self.index, anchor=anchor, task=task)
 
     async def _run(self, job: Job, work) -> MaintenanceReport:
         try:
@@ -48,8 +48,8 @@ class Maintainer:
         return job.finish()
 
     async def compact(self, chat_id: str, types: list[str] | None = None, progress: Progress | None = None,
-                      anchor: int | None = None) -> MaintenanceReport:
-        job = self.job("compact", chat_id, anchor)
+                      anchor: int | None = None, task: str = "maintain") -> MaintenanceReport:
+        job = self.job("compact", chat_id, anchor, task)
         return await self._run(job, compress(job, types, progress))
 
     async def consolidate(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,

@@ -24,7 +24,9 @@ from curator.schemas import Schema
 from curator.dates import day_of
 from curator.vectors.documents import node_document, source_document
 from curator.store.graph import Node, normalize_name
-from curator.recall.injection import Chosen, Injection, pack, persistent_nodes, rank_persistent
+from curator.recall.injection import Chosen, Injection, pack
+from curator.recall.persistent import mark_overflow, note_left_out, plan_persistent
+from curator.recall.query import RecallQuery, build_query, fuse_parts
 from curator.recall.lexical import BM25
 from curator.llm.models import Usage
 from curator.store.queries import GraphView
@@ -65,11 +67,17 @@ class Recaller:
         self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
-               options: RecallSettings | None = None) -> Injection:
+               options: RecallSettings | None = None, messages: list | None = None) -> Injection:
+        """`messages`: the conversation's recent turns (oldest first, the message answered last): the query is
+        built from them (`curator/recall/query.py`); `query` alone when not given."""
         opts = options or self.settings.recall
         mode = mode or opts.mode
         version = self.store.graph_version(chat_id)
-        key = (chat_id, user_floor, hashlib.sha256(query.encode()).hexdigest(), version, mode, opts.model_dump_json())
+        user, assistant, previous_user = opts.turn_weights
+        rq = build_query(query, messages, user=user, assistant=assistant, previous_user=previous_user)
+        query = rq.text or query
+        digest = hashlib.sha256("\x1f".join([rq.turns, *(f"{p.weight}:{p.text}" for p in rq.parts)]).encode())
+        key = (chat_id, user_floor, digest.hexdigest(), version, mode, opts.model_dump_json())
         if user_floor is not None and key in self._results:
             cached = self._results[key]
             self._results.move_to_end(key)
@@ -78,31 +86,33 @@ class Recaller:
         chat = self.store.chat(chat_id)
         graph = self.store.graph(chat_id)
         latest = self._latest_floor(chat_id)
-        pool_key = (chat_id, version, latest, opts.exclude_recent_floors)
+        pool_key = (chat_id, version, latest, opts.exclude_recent_floors, opts.budget_tokens, opts.max_per_type)
         if pool_key not in self._pools:
-            kept, _over_caps = persistent_nodes(graph, chat.schema, latest)  # those over the caps stay in the pool
-            self._pools[pool_key] = (rank_persistent(kept), self._pool(graph, chat.schema, kept, latest, opts))
+            # always-inject nodes that the caps or the persistent share leave out stay in the pool: nothing is unreachable
+            plan = plan_persistent(graph, chat.schema, latest, opts.budget_tokens, opts.max_per_type)
+            self._pools[pool_key] = (plan, self._pool(graph, chat.schema, plan.kept, latest, opts))
             while len(self._pools) > 128:
                 self._pools.popitem(last=False)
-        kept, pool = self._pools[pool_key]
+        plan, pool = self._pools[pool_key]
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)
         story = story_context(graph, version, speaker_of(self.store, chat_id, opts.speaker))
         if mode == "rag":
-            chosen = self._rag(chat_id, query, pool, opts, injection)
+            chosen = self._rag(chat_id, query, pool, opts, injection, rq)
         elif mode == "llm":  # the model picks over a few rounds; falls back to hybrid on any failure
             from curator.recall.llm_recall import llm_recall
 
-            chosen = llm_recall(self, chat_id, version, graph, query, pool, opts, injection)
+            chosen = llm_recall(self, chat_id, version, graph, query, pool, opts, injection, rq=rq)
         else:
-            chosen = self._hybrid(chat_id, version, graph, query, pool, opts, story)
+            chosen = self._hybrid(chat_id, version, graph, query, pool, opts, rq, story)
             if opts.llm_rerank and chosen:
                 from curator.recall.llm_rerank import llm_rerank
 
-                chosen = llm_rerank(self.settings, query, chosen, pool.documents, injection.usage,
+                chosen = llm_rerank(self.settings, rq.turns or query, chosen, pool.documents, injection.usage,
                                     self.model) or chosen
-        pack(injection, chat.schema, kept, chosen)
+        pack(injection, chat.schema, plan.kept, mark_overflow(chosen, plan))
+        note_left_out(injection, plan, {**pool.nodes, **pool.leaf_nodes})
         label_views(injection, chat.schema, story)  # grouped by scope: known, own view, rumours, not known
         self._touch(chat_id, [c.node.id for c in injection.recalled])
         injection.usage.latency_ms += (time.perf_counter() - started) * 1000
@@ -149,19 +159,29 @@ class Recaller:
 
     # ---- hybrid -------------------------------------------------------------------------------
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-                opts: RecallSettings, story=None) -> list[Chosen]:
-        # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
-        source_query = strip_names(query, self._speakers(chat_id)) or query
-        lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, query, source_query, pool)
-        dense, source_dense = self._dense_scores(chat_id, query, max(opts.top_k, DENSE_POOL), source_query)
-        allowed = set(pool.documents)
-        fused = fuse(dense, lexical, allowed)
-        by_source = fuse(source_dense, source_lexical, allowed & sourced) if SOURCE_WEIGHT else {}
-        fused = add_scores(fused, by_source, SOURCE_WEIGHT, sourced)
+                opts: RecallSettings, rq: RecallQuery | None = None, story=None) -> list[Chosen]:
+        first: list[tuple] = []  # the maps of the message answered, for reasons and diversity
+
+        def score(text: str) -> dict[str, float]:
+            # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
+            source_query = strip_names(text, self._speakers(chat_id)) or text
+            lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, text, source_query, pool)
+            dense, source_dense = self._dense_scores(chat_id, text, max(opts.top_k, DENSE_POOL), source_query)
+            allowed = set(pool.documents)
+            by_source = fuse(source_dense, source_lexical, allowed & sourced) if SOURCE_WEIGHT else {}
+            first.append((by_source, lexical, dense))
+            return add_scores(fuse(dense, lexical, allowed), by_source, SOURCE_WEIGHT, sourced)
+
+        # the recent turns: each part scored on its own, then fused by weight (curator/recall/query.py)
+        fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
+        by_source, lexical, dense = first[0]
         fused = date_bonus(fused, query, pool)
         context, adjacent = self._links(chat_id, version, graph, pool)
-        fused = mention_boost(fused, self._mentioned(chat_id, query), adjacent, pool)
-        fused, story_reasons = story_boost(fused, query, story, allowed) if story else (fused, {})
+        mentioned = self._mentioned(chat_id, query)
+        if not mentioned and rq is not None:  # "what did she say?": the names are in the turns before
+            mentioned = self._mentioned(chat_id, " ".join(p.text for p in rq.parts if p.group != "user"))
+        fused = mention_boost(fused, mentioned, adjacent, pool)
+        fused, story_reasons = story_boost(fused, query, story, set(pool.documents)) if story else (fused, {})
         fused = propagate(fused, context, pool)
         limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
         fused = diversify(fused, by_source, pool, limit)
@@ -259,13 +279,18 @@ class Recaller:
             self._synced[chat_id] = stamp
 
     # ---- rag ----------------------------------------------------------------------------------
-    def _rag(self, chat_id: str, query: str, pool: Pool, opts: RecallSettings, injection: Injection) -> list[Chosen]:
+    def _rag(self, chat_id: str, query: str, pool: Pool, opts: RecallSettings, injection: Injection,
+             rq: RecallQuery | None = None) -> list[Chosen]:
         search = query
         if opts.rewrite:
             from curator.recall.rewrite import rewrite_query
 
-            search = rewrite_query(self.settings, query, injection.usage) or query
-        hits = [(i, s) for i, s in self._dense_scores(chat_id, search, opts.top_k).items() if i in pool.documents]
+            search = rewrite_query(self.settings, rq.turns if rq is not None else query, injection.usage) or query
+        if rq is not None and not rq.single and search == query:  # no rewrite: the turns' parts, fused by weight
+            scores = fuse_parts(rq.parts, lambda text: self._dense_scores(chat_id, text, opts.top_k))
+        else:
+            scores = self._dense_scores(chat_id, search, opts.top_k)
+        hits = [(i, s) for i, s in scores.items() if i in pool.documents]
         hits.sort(key=lambda kv: -kv[1])
         reason = "vector match"
         if opts.rerank and hits:

@@ -48,6 +48,8 @@ class Injection:
     recalled: list[Chosen] = field(default_factory=list)
     dropped_for_budget: list[str] = field(default_factory=list)  # the first ids of those left out
     dropped_count: int = 0
+    left_out: list[dict] = field(default_factory=list)  # the first nodes left out, each with why (budget/cap/distance)
+    left_out_count: int = 0
     budget_tokens: int = 0
     placement: dict = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
@@ -72,6 +74,7 @@ class Injection:
                        "recalled": sum(c.tokens for c in self.recalled), "total": self.tokens,
                        "budget": self.budget_tokens, "tokenizer": TOKENIZER_NAME},
             "dropped_for_budget": self.dropped_for_budget[:DROPPED_LISTED], "dropped_count": self.dropped_count,
+            "left_out": self.left_out, "left_out_count": self.left_out_count,
             "placement": self.placement,
             "usage": self.usage.to_dict(), "text": self.text,
             **({"speaker": self.speaker} if self.speaker else {}),

@@ -39,7 +39,7 @@ class Recaller(Protocol):
     settings: Settings
 
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-                opts: RecallSettings) -> list[Chosen]: ...
+                opts: RecallSettings, rq=None) -> list[Chosen]: ...
 
 log = logging.getLogger(__name__)
 ROUNDS = 3  # drill rounds at most; then the model must finalize
@@ -63,12 +63,14 @@ class RecallStep(BaseModel):
 
 
 def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-               opts: RecallSettings, injection: Injection) -> list[Chosen]:
-    """The model's choice, or hybrid recall's when the model fails. LLM calls are added to `injection.usage`."""
+               opts: RecallSettings, injection: Injection, rq=None) -> list[Chosen]:
+    """The model's choice, or hybrid recall's when the model fails. LLM calls are added to `injection.usage`.
+    `rq` (a `curator.recall.query.RecallQuery`) brings the recent turns: the model reads them, and the
+    catalogue and the fallback are scored from them."""
     trace = LLMTrace()
     reason = "no valid id chosen"
     try:
-        chosen = asyncio.run(_select(recaller, chat_id, version, graph, query, pool, opts, trace))
+        chosen = asyncio.run(_select(recaller, chat_id, version, graph, query, pool, opts, trace, rq))
     except Exception as exc:  # noqa: BLE001 - any model failure falls back to deterministic recall
         log.warning("LLM recall failed, falling back to hybrid: %s", exc)
         chosen, reason = [], f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
@@ -78,21 +80,22 @@ def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView,
     if chosen:
         return chosen
     injection.mode, injection.fallback = "hybrid", {"from": "llm", "reason": reason}  # what ran, and why
-    fallback = recaller._hybrid(chat_id, version, graph, query, pool, opts)
+    fallback = recaller._hybrid(chat_id, version, graph, query, pool, opts, rq)
     return [Chosen(c.node, c.score, f"hybrid fallback ({reason}): {c.reason}") for c in fallback]
 
 
 async def _select(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-                  opts: RecallSettings, trace: LLMTrace) -> list[Chosen]:
+                  opts: RecallSettings, trace: LLMTrace, rq=None) -> list[Chosen]:
     if not pool.nodes and not pool.leaves:
         return []
     schema = recaller.store.chat(chat_id).schema
     selectable: dict[str, Node] = {**pool.nodes, **pool.leaf_nodes}
     injected = {n.id: n for n in graph.nodes(archived=False) if n.id in pool.injected}
-    first = _catalogue(recaller, chat_id, version, graph, query, pool, opts) + list(injected.values())
+    first = _catalogue(recaller, chat_id, version, graph, query, pool, opts, rq) + list(injected.values())
     shown: dict[str, Node] = {n.id: n for n in first}
     agent = _agent(recaller, trace)
-    prompt = render("llm_recall", rounds=ROUNDS, limit=opts.max_results, min_events=MIN_EVENTS, turns=query,
+    prompt = render("llm_recall", rounds=ROUNDS, limit=opts.max_results, min_events=MIN_EVENTS,
+                    turns=rq.turns if rq is not None and rq.turns else query,
                     candidates=_lines(first, schema, pool))
     history = None
     for round_ in range(ROUNDS + 1):
@@ -132,12 +135,12 @@ def _agent(recaller: Recaller, trace: LLMTrace) -> Agent:
 
 
 def _catalogue(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-               opts: RecallSettings) -> list[Node]:
+               opts: RecallSettings, rq=None) -> list[Node]:
     """Every recallable top node, newest first; a big pool is cut to its best hybrid matches."""
     if len(pool.nodes) <= CATALOGUE:
         return sorted(pool.nodes.values(), key=lambda n: (n.floor_to, n.floor_from, n.id), reverse=True)
     narrow = opts.model_copy(update={"max_results": CATALOGUE, "expand": False, "llm_rerank": False})
-    return [c.node for c in recaller._hybrid(chat_id, version, graph, query, pool, narrow)]
+    return [c.node for c in recaller._hybrid(chat_id, version, graph, query, pool, narrow, rq)]
 
 
 def _drill(graph: GraphView, expand: list[Expand], shown: dict[str, Node], selectable: dict[str, Node],

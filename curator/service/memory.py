@@ -98,20 +98,27 @@ class Memory:
 
     # extraction
     def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None,
-                maintenance_model: Model | None = None) -> list[ExtractionResult]:
-        """Extract the reply at `floor`, or every reply still due; stops at the first failure. Scheduled
-        maintenance runs after each step (its reports in `result.maintenance`), see `_after_step`."""
-        from curator.extract.extractor import Extractor, due_floors
+                maintenance_model: Model | None = None, summarize_model: Model | None = None) -> list[ExtractionResult]:
+        """Extract the reply at `floor`, or every reply still due; stops at the first failure. The built-in
+        extractor only, whatever the channel (`extract_due` follows the channel). After each step, compression
+        of the types over their threshold and the scheduled maintenance (reports in `result.maintenance`), see
+        `_after_step` and `_compress_after`."""
+        from curator.extract.extractor import Extractor
 
-        after_step = self._after_step(model, maintenance_model)
+        scheduled = self._after_step(model, maintenance_model)
+        compress = self._compress_after(model, summarize_model)
+
+        async def after_step(result: ExtractionResult) -> list:
+            return [*(await scheduled(result) if scheduled else []),
+                    *(await compress(chat_id, result.floor) if compress else [])]
 
         async def run() -> list[ExtractionResult]:
             extractor = Extractor(self.store, self.settings, model=model)
-            floors = [floor] if floor is not None else [f for f, _ in due_floors(self.store, chat_id, self.settings)]
+            floors = [floor] if floor is not None else extractor_due(self.store, chat_id, self.settings)
             results = []
             for f in floors:
                 results.append(await extractor.extract(chat_id, f))
-                if after_step and results[-1].ok:
+                if results[-1].ok:
                     results[-1].maintenance = await after_step(results[-1])
                 if not results[-1].ok:
                     break
@@ -121,15 +128,50 @@ class Memory:
 
     def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default", model: Model | None = None,
                on_step: Callable | None = None, limit: int | None = None,
-               maintenance_model: Model | None = None, curate_model: Model | None = None) -> IngestReport:
+               maintenance_model: Model | None = None, curate_model: Model | None = None,
+               summarize_model: Model | None = None) -> IngestReport:
         """Replay a chat file into memory, extracting floor by floor; a rerun continues where it stopped.
-        The chat's `extraction.channel` says whether the extractor, the curator agent or both write.
-        Scheduled maintenance runs after each extraction step (see `_after_step`)."""
+        The chat's `extraction.channel` says whether the extractor, the curator agent or both write; after each
+        floor, compression of the types over their threshold, and scheduled maintenance (see `channel_writer`)."""
         from curator.extract.ingest import ingest
 
-        return asyncio.run(ingest(self.store, chat_id, path, self.settings, schema=schema, model=model,
-                                  on_step=on_step, limit=limit, curate_model=curate_model,
-                                  after_step=self._after_step(model, maintenance_model)))
+        writer = self.channel_writer(model, curate_model, maintenance_model, summarize_model)
+        return asyncio.run(ingest(self.store, chat_id, path, self.settings, schema=schema, on_step=on_step,
+                                  limit=limit, write=writer))
+
+    def channel_writer(self, model: Model | None = None, curate_model: Model | None = None,
+                       maintenance_model: Model | None = None, summarize_model: Model | None = None):
+        """Who writes memory after a reply, as the chat's `extraction.channel` says (extractor, curator, both or
+        off), then compression in the pipeline (`_compress_after`) and the scheduled maintenance (`_after_step`).
+        The models replace the configured ones (tests, scripted runs)."""
+        from curator.extract.channel import ChannelWriter
+
+        return ChannelWriter(self.store, self.settings, model=model, curate_model=curate_model,
+                             curator_index=lambda: self._curator_index_for(),
+                             after_extraction=self._after_step(model, maintenance_model),
+                             after_floor=self._compress_after(model, summarize_model))
+
+    def _curator_index_for(self):
+        return self.index if self.store.conn.execute("SELECT 1 FROM vector_state LIMIT 1").fetchone() else None
+
+    def _compress_after(self, model: Model | None, summarize_model: Model | None):
+        """Compression in the pipeline (`curator/maintenance/pipeline.py`): after a floor's commits, the types
+        over their threshold are compressed in the same job with the `summarize` model. With an explicit
+        extraction `model` but no `summarize_model` it does not run (a model given for one task is never
+        reused for another, nor is the configured one mixed into a scripted run)."""
+        if model is not None and summarize_model is None:
+            return None
+        from curator.maintenance.pipeline import compress_due
+
+        maintainer = self.maintainer(summarize_model)
+
+        failures = self.__dict__.setdefault("_compress_failures", {})
+
+        async def run(chat_id: str, floor: int) -> list:
+            report = await compress_due(maintainer, chat_id, floor, failures)
+            return [report] if report is not None else []
+
+        return run
 
     def usage(self, chat_id: str) -> dict:
         """LLM calls, tokens and latency of a chat, per task and in all, and the failed extraction steps."""
@@ -156,16 +198,17 @@ class Memory:
         self.store.chat(chat_id)
         return self.index.sync(chat_id, full=full, floors=floors, progress=progress)
 
-    def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
-               **options) -> Injection:
+    def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
+               messages: list[Message] | None = None, **options) -> Injection:
         """The injection for the next generation: persistent and recalled memory within the token budget.
-        Give `user_floor` (the floor of the user message being answered) to reuse the result on a swipe."""
+        Give `user_floor` (the floor of the user message being answered) to reuse the result on a swipe, and
+        `messages` (the recent turns, the message answered last) to build the query from the conversation."""
         if self._recaller is None:
             from curator.recall.engine import Recaller
 
             self._recaller = Recaller(self.store, self.settings, self.index)
         opts = self.settings.recall.model_copy(update=options) if options else None
-        return self._recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=opts)
+        return self._recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=opts, messages=messages)
 
     def world_info(self, chat_id: str) -> dict:
         """The chat's memory as a SillyTavern World Info (lorebook) file."""
@@ -188,7 +231,8 @@ class Memory:
 
     # ---- the memory_curator agent (issue 5) ----------------------------------------------------------------
     def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
-               dry_run: bool = False, max_requests: int | None = None, model: Model | None = None) -> CurateResult:
+               dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
+               summarize_model: Model | None = None) -> CurateResult:
         """Run the memory_curator agent for the reply at `floor` (default: the newest) or for a reply the
         orchestrator drafted (`draft_reply`, at the floor it will take). Its writes land as one commit anchored
         at that floor (none with `dry_run`: the result lists the ops it would commit); the result is the run's
@@ -198,7 +242,15 @@ class Memory:
         self.store.chat(chat_id)
         has_vectors = self.store.conn.execute("SELECT 1 FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
         curator = Curator(self.store, self.settings, model=model, index=self.index if has_vectors else None)
-        return asyncio.run(curator.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests))
+        compress = self._compress_after(model, summarize_model)
+
+        async def run() -> CurateResult:
+            result = await curator.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests)
+            if result.ok and result.commit is not None and compress is not None:
+                result.maintenance = await compress(chat_id, result.floor)
+            return result
+
+        return asyncio.run(run())
 
 
     # ---- maintenance (issue 6): consolidation, compression, summaries, forgetting, reflection, evolution ----
@@ -274,35 +326,36 @@ class Memory:
         return self._history
 
     def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
-             model: Model | None = None) -> HistoryReport:
+             model: Model | None = None, **models: Model | None) -> HistoryReport:
         """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
-        earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then extracts what
-        is due (the report's `due` lists those floors either way)."""
+        earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then writes what
+        is due with the chat's channel (the report's `due` lists those floors either way). `models`:
+        `curate_model`, `maintenance_model`, `summarize_model`, as for `extract_due`."""
         from curator.extract.extractor import due_floors
 
         report = self.history.sync(chat_id, messages, start)
         if extract and report.due:
-            self.extract_due(chat_id, model=model)
+            self.extract_due(chat_id, model=model, **models)
             report.due = [f for f, _ in due_floors(self.store, chat_id, self.settings)]
         return report
 
     def extract_due(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
-                    should_stop: Callable[[], bool] | None = None) -> list[ExtractionResult]:
-        """Extract every floor still due, step by step; stops at the first failure or when `should_stop()`."""
-        from curator.extract.extractor import Extractor
-        from curator.sync.history import extract_due
-
-        extractor = Extractor(self.store, self.settings, model=model)
-        return asyncio.run(extract_due(extractor, chat_id, self.settings, on_step=on_step, should_stop=should_stop))
+                    should_stop: Callable[[], bool] | None = None, *, curate_model: Model | None = None,
+                    maintenance_model: Model | None = None, summarize_model: Model | None = None) -> list:
+        """Write every floor still due with the chat's channel (extractor, curator, both; nothing for off),
+        floor by floor, each followed by compression when due; stops at the first failure or when
+        `should_stop()`. Returns a `FloorResult` per floor (`ok`, `floor`, `reason`, `usage`, the writers' results)."""
+        writer = self.channel_writer(model, curate_model, maintenance_model, summarize_model)
+        return asyncio.run(writer.write_due(chat_id, on_step=on_step, should_stop=should_stop))
 
     def rebuild(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
-                should_stop: Callable[[], bool] | None = None) -> dict:
-        """Clear the chat's memory and extract every floor again (`curator rebuild`)."""
+                should_stop: Callable[[], bool] | None = None, **models: Model | None) -> dict:
+        """Clear the chat's memory and write every floor again with the chat's channel (`curator rebuild`)."""
         from curator.extract.extractor import due_floors
         from curator.llm.models import Usage
 
         removed = self.history.clear(chat_id)
-        results = self.extract_due(chat_id, model=model, on_step=on_step, should_stop=should_stop)
+        results = self.extract_due(chat_id, model=model, on_step=on_step, should_stop=should_stop, **models)
         usage = Usage()
         for r in results:
             usage.merge(r.usage)
@@ -321,6 +374,17 @@ class Memory:
         self.history.floors_dropped(chat_id, 0)
         if self._index is not None:
             self._index.drop(chat_id)
+
+
+def extractor_due(store: Store, chat_id: str, settings: Settings) -> list[int]:
+    """The floors the built-in extractor has still to do, whatever the channel: every `extract_every` replies
+    after its own pointer."""
+    from curator.extract.extractor import assistant_floors, last_extracted_floor
+
+    every = settings.for_chat(store.chat(chat_id).settings).extraction.extract_every
+    pointer = last_extracted_floor(store, chat_id, "extract")
+    return [f for seq, f in enumerate(assistant_floors(store.messages(chat_id)), start=1)
+            if f > pointer and seq % every == 0]
 
 
 def open(data_dir: str | Path | None = None) -> Memory:

@@ -40,6 +40,7 @@ log = logging.getLogger("curator.proxy")
 router = APIRouter(tags=["proxy"])
 router.include_router(upstream_router)  # /v1/models, /v1/embeddings, /v1/completions pass through
 CHAT_HEADER = "x-curator-chat"
+RECALL_TURNS = 6  # of the request's last messages reach recall (the query is built from them)
 
 
 @dataclass
@@ -203,7 +204,8 @@ def _prepare(service, chat_id: str, floors: list[Message],
     user = next((i for i in range(len(floors) - 1, -1, -1) if floors[i].role == "user"), None)
     if user is None:
         return None, start
-    return service.recall(chat_id, floors[user].text, user_floor=start + user), start
+    turns = floors[max(0, user - RECALL_TURNS + 1):user + 1]  # the query is built from the recent turns
+    return service.recall(chat_id, floors[user].text, user_floor=start + user, messages=turns), start
 
 
 def _reply_text(content: bytes) -> str:

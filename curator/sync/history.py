@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from curator.errors import CuratorError
-from curator.extract.extractor import ExtractionResult, Extractor, due_floors
+from curator.extract.extractor import due_floors
 from curator.store.messages import Message
 from curator.settings import Settings
 from curator.sync.shelf import Shelf
@@ -188,30 +188,10 @@ def clear_memory(store: Store, shelf: Shelf, chat_id: str) -> int:
     return removed
 
 
-async def extract_due(extractor: Extractor, chat_id: str, settings: Settings, *,
-                      on_step: Callable[[ExtractionResult, int, int], None] | None = None,
-                      should_stop: Callable[[], bool] | None = None,
-                      writer: AbstractContextManager | None = None,
-                      on_idle: Callable[[], None] | None = None) -> list[ExtractionResult]:
-    """Extract every floor still due, one step at a time, stopping at the first failure or when `should_stop`
-    says so (checked before each step). `writer` (the chat's writer lock) is held for each step, so a sync of
-    the same chat waits for the step in flight and the next step sees the synced chat. `on_idle` is called under
-    that lock when nothing is left, so a sync deciding whether to queue more work never races the end."""
-    results: list[ExtractionResult] = []
-    total = len(due_floors(extractor.store, chat_id, settings))
-    while True:
-        with writer if writer is not None else nullcontext():
-            if should_stop is not None and should_stop():
-                break
-            due = due_floors(extractor.store, chat_id, settings)
-            if not due:
-                if on_idle is not None:
-                    on_idle()
-                break
-            total = max(total, len(results) + len(due))
-            results.append(await extractor.extract(chat_id, due[0][0]))
-        if on_step is not None:
-            on_step(results[-1], len(results), total)
-        if not results[-1].ok:
-            break
-    return results
+async def extract_due(writer, chat_id: str, *, on_step: Callable | None = None,
+                      should_stop: Callable[[], bool] | None = None, lock: AbstractContextManager | None = None,
+                      on_idle: Callable[[], None] | None = None) -> list:
+    """Write every floor still due with the chat's channel (`writer`: a `curator.extract.channel.ChannelWriter`),
+    one floor at a time, stopping at the first failure or when `should_stop` says so. `lock` (the chat's writer
+    lock) is held for each floor; see `ChannelWriter.write_due`."""
+    return await writer.write_due(chat_id, on_step=on_step, should_stop=should_stop, writer=lock, on_idle=on_idle)

@@ -31,6 +31,7 @@ class ServiceConfig:
     model: Model | None = None  # extraction model override (tests, scripted runs)
     curate_model: Model | None = None  # a pydantic-ai Model for the curator agent (tests, scripted runs)
     maintenance_model: Model | None = None  # ... for maintenance
+    summarize_model: Model | None = None  # ... for compression in the pipeline
     workers: int = 4  # job threads
     upstream: str | None = None  # the proxy's real model endpoint (OpenAI-compatible base URL)
     upstream_key_env: str | None = None  # the variable holding the upstream's API key
@@ -41,7 +42,8 @@ class ServiceConfig:
 
 def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
-    service = build_service(memory, config.model, config.workers, config.curate_model, config.maintenance_model)
+    service = build_service(memory, config.model, config.workers, config.curate_model, config.maintenance_model,
+                            config.summarize_model)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

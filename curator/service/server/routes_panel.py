@@ -62,8 +62,8 @@ def install(app: FastAPI) -> None:
     recall = service.recall
 
     def recording_recall(chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
-                         **options):
-        injection = recall(chat_id, query, mode=mode, user_floor=user_floor, **options)
+                         messages: list | None = None, **options):
+        injection = recall(chat_id, query, mode=mode, user_floor=user_floor, messages=messages, **options)
         log.record(chat_id, injection.to_dict())
         return injection
 

@@ -12,7 +12,8 @@ from fastapi import APIRouter, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
-from curator.service.server.deps import ServiceDep, Strict
+from curator.errors import CuratorError
+from curator.service.server.deps import MessageIn, ServiceDep, Strict
 from curator.service.server.params import OptionalFloor
 
 router = APIRouter(tags=["work"])
@@ -20,11 +21,13 @@ MaintenanceOp = Literal["compact", "consolidate", "evolve", "summarize", "forget
 
 
 class RecallIn(Strict):
-    query: str = Field(max_length=20_000)
+    query: str = Field(default="", max_length=20_000)
     mode: str | None = Field(default=None, pattern="^(hybrid|rag|llm)$")
     user_floor: int | None = Field(default=None, ge=0, description="reuse the result on a swipe of this turn")
     speaker: str | None = Field(default=None, max_length=200,
                                 description="who speaks next (default: the newest assistant message's name)")
+    turns: list[MessageIn] | None = Field(default=None, max_length=50, description=(
+        "the recent turns, oldest first, the message answered last: the query is built from them"))
 
 
 class VectorsIn(Strict):
@@ -48,8 +51,11 @@ class MaintainIn(Strict):
 @router.post("/chats/{chat_id}/recall")
 async def recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
     """The injection for the next generation: persistent and recalled blocks, token counts, placement."""
+    turns = [t.message() for t in body.turns] if body.turns else None
+    if not body.query.strip() and not turns:
+        raise CuratorError("nothing to recall for: give `query`, `turns` or both")
     injection = await run_in_threadpool(service.recall, chat_id, body.query, mode=body.mode,
-                                        user_floor=body.user_floor, speaker=body.speaker)
+                                        user_floor=body.user_floor, speaker=body.speaker, messages=turns)
     return injection.to_dict()
 
 

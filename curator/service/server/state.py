@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from pydantic_ai.models import Model
 
-from curator.extract.extractor import Extractor, due_floors
+from curator.extract.extractor import due_floors
 from curator.service.jobs import ChatLocks, JobContext, JobFailed, JobKind, JobRunner
 from curator.service.memory import Memory
 from curator.sync.history import HistoryReport, extract_due
@@ -25,6 +25,7 @@ class Service:
     model: Model | None = None  # replaces the configured extraction model (tests, scripted runs)
     curate_model: Model | None = None  # ... the curator agent's
     maintenance_model: Model | None = None  # ... maintenance's
+    summarize_model: Model | None = None  # ... compression's in the pipeline (the `summarize` task)
     recallers: dict = field(default_factory=dict)  # chat id -> (Recaller, its lock)
 
     @contextmanager
@@ -38,19 +39,19 @@ class Service:
         chat's extraction channel includes the built-in extractor."""
         with self.writer(chat_id):
             report = self.memory.sync(chat_id, messages, start)
-            channel = extraction_channel(self.memory, chat_id)
-            kind = {"extractor": "extract", "both": "extract", "curator": "curate"}.get(channel)
-            job = self.jobs.submit(chat_id, kind, reuse_active=True) if extract and kind and report.due else None
+            # one job writes what is due with the chat's channel (curator/extract/channel.py); `off`: nothing is due
+            job = self.jobs.submit(chat_id, "extract", reuse_active=True) if extract and report.due else None
         return report, job
 
     def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
-               speaker: str | None = None):
+               speaker: str | None = None, messages: list | None = None):
         """Recall through the chat's own recaller, one request at a time per chat: its caches are not shared
-        with other chats, so recalls of different chats run in parallel."""
+        with other chats, so recalls of different chats run in parallel. `messages`: the recent turns."""
         recaller, lock = self._recaller(chat_id)
         with lock:
             options = self.memory.settings.recall.model_copy(update={"speaker": speaker}) if speaker else None
-            return recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=options)
+            return recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=options,
+                                   messages=messages)
 
     def _recaller(self, chat_id: str):
         from curator.recall.engine import Recaller
@@ -78,11 +79,11 @@ def extraction_channel(memory: Memory, chat_id: str) -> str:
 
 
 def build_service(memory: Memory, model: Model | None = None, workers: int = 4, curate_model: Model | None = None,
-                  maintenance_model: Model | None = None) -> Service:
+                  maintenance_model: Model | None = None, summarize_model: Model | None = None) -> Service:
     locks = ChatLocks()
     recall_lock = threading.RLock()
     service = Service(memory, locks, None, recall_lock, model,  # type: ignore[arg-type]
-                      curate_model=curate_model, maintenance_model=maintenance_model)
+                      curate_model=curate_model, maintenance_model=maintenance_model, summarize_model=summarize_model)
     kinds = {
         "extract": JobKind(lambda ctx: _extract_job(service, ctx), resumable=True),
         "rebuild": JobKind(lambda ctx: _rebuild_job(service, ctx), resumable=True),
@@ -139,7 +140,8 @@ def _curate_job(service: Service, ctx: JobContext) -> dict:
             break
         with ctx.writer:
             result = memory.curate(ctx.chat_id, floor, params.get("draft_reply"),
-                                   dry_run=bool(params.get("dry_run")), model=service.curate_model)
+                                   dry_run=bool(params.get("dry_run")), model=service.curate_model,
+                                   summarize_model=service.summarize_model)
         results.append(result.to_dict())
         ctx.progress(count, len(floors), f"floor {result.floor}: {'ok' if result.ok else result.reason}")
         if not result.ok:
@@ -148,16 +150,19 @@ def _curate_job(service: Service, ctx: JobContext) -> dict:
 
 
 def _extract_job(service: Service, ctx: JobContext) -> dict:
+    """Write every floor still due with the chat's channel (extractor, curator or both), each floor followed by
+    compression when a type is over its threshold."""
     memory = service.memory
-    extractor = Extractor(memory.store, memory.settings, model=service.model)
+    writer = memory.channel_writer(service.model, service.curate_model, service.maintenance_model,
+                                   service.summarize_model)
     done: list = []
 
     def on_step(result, count, total):
         done.append(result)
         ctx.progress(count, total, f"floor {result.floor}: {'ok' if result.ok else result.reason}")
 
-    results = asyncio.run(extract_due(extractor, ctx.chat_id, memory.settings, on_step=on_step,
-                                      should_stop=ctx.should_stop, writer=ctx.writer, on_idle=ctx.retire))
+    results = asyncio.run(extract_due(writer, ctx.chat_id, on_step=on_step, should_stop=ctx.should_stop,
+                                      lock=ctx.writer, on_idle=ctx.retire))
     return _steps(results)
 
 
@@ -185,4 +190,8 @@ def _steps(results: list) -> dict:
     failed = next((r for r in results if not r.ok), None)
     if failed is not None:
         raise JobFailed(f"extraction of floor {failed.floor} failed: {failed.reason}")
-    return {"steps_done": len(results), "floors": [r.floor for r in results], "usage": usage.to_dict()}
+    return {"steps_done": len(results), "floors": [r.floor for r in results],
+            "extracted": [r.floor for r in results if r.extraction is not None],
+            "curated": [r.floor for r in results if r.curation is not None],
+            "compressed": sum(len(m.commits) for r in results for m in r.maintenance if m.op == "compact"),
+            "usage": usage.to_dict()}

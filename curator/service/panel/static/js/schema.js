@@ -125,7 +125,7 @@ function typeCard(editor, name, spec) {
       label("bucket", choice(spec, "bucket", BUCKETS)),
       label("extract every N floors", input(spec, "extract_every", { type: "number", min: 1, max: 1000, class: "cadence" })),
       label("always inject", input(ai, "enabled", { type: "checkbox", class: "always-inject" })),
-      label("max per type (0 = no cap)", input(ai, "max_per_type", { type: "number", min: 0 })),
+      label("max per type (0 = the recall default, 8)", input(ai, "max_per_type", { type: "number", min: 0 })),
       label("max floor distance (0 = no cap)", input(ai, "max_floor_distance", { type: "number", min: 0 })),
       label("compression", choice(c, "mode", ["none", "hierarchical"])),
       label("fan in", input(c, "fan_in", { type: "number", min: 2, max: 20 })),
