@@ -14,18 +14,16 @@ it matches the query better than the summary does (the query needs its detail).
 from __future__ import annotations
 
 import hashlib
-import itertools
 import re
+import threading
 import time
 from collections import OrderedDict
 
 from curator.schemas import Schema
 
-from curator.dates import day_of
-from curator.vectors.documents import node_document, source_document
 from curator.store.graph import Node, normalize_name
 from curator.recall.injection import Chosen, Injection, pack, persistent_nodes, rank_persistent
-from curator.recall.lexical import BM25
+from curator.recall.state import ChatState, cached_day
 from curator.llm.models import Usage
 from curator.store.queries import GraphView
 from curator.recall.rerank import rerank
@@ -51,6 +49,21 @@ DENSE_POOL = 200  # vector candidates scored per query
 LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
 
 
+STATES_KEPT = 256  # chats whose recall state stays in memory
+# Names by the table's primary key (chat, name): a join lets SQLite walk the chat's whole by-node index instead.
+MENTIONED_SQL = "SELECT DISTINCT node_id FROM node_names WHERE chat_id=? AND name IN ({})"
+
+
+class _Both:
+    """Membership in two collections at once, without building their intersection."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __contains__(self, key) -> bool:
+        return key in self.first and key in self.second
+
+
 class Recaller:
     """Recall for the chats of one store. Keeps small caches keyed by graph version, so a swipe or regenerate of
     the same floor gets the same injection again with no embedding or LLM call."""
@@ -58,9 +71,10 @@ class Recaller:
     def __init__(self, store: Store, settings: Settings, index: VectorIndex | None, model=None):
         self.store, self.settings, self.index = store, settings, index
         self.model = model  # replaces the `recall` profile's model for LLM stages (tests, scripted runs)
-        self._lexical: OrderedDict[tuple, object] = OrderedDict()  # BM25 indexes and link maps per graph version
+        self._states: OrderedDict[str, ChatState] = OrderedDict()  # per chat, kept in step commit by commit
+        self._states_guard = threading.Lock()
         self._results: OrderedDict[tuple, Injection] = OrderedDict()
-        self._synced: dict[str, int] = {}
+        self._synced: dict[str, tuple] = {}
         self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
@@ -76,14 +90,10 @@ class Recaller:
         started = time.perf_counter()
         chat = self.store.chat(chat_id)
         graph = self.store.graph(chat_id)
+        state = self.state(chat_id)
+        version = state.graph_version
         latest = self._latest_floor(chat_id)
-        pool_key = (chat_id, version, latest, opts.exclude_recent_floors)
-        if pool_key not in self._pools:
-            kept, _over_caps = persistent_nodes(graph, chat.schema, latest)  # those over the caps stay in the pool
-            self._pools[pool_key] = (rank_persistent(kept), self._pool(graph, chat.schema, kept, latest, opts))
-            while len(self._pools) > 128:
-                self._pools.popitem(last=False)
-        kept, pool = self._pools[pool_key]
+        kept, pool = self._pool_for(chat_id, state, latest, opts)
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)
@@ -117,6 +127,33 @@ class Recaller:
         return len(stale)
 
     # ---- the pool -----------------------------------------------------------------------------
+    def state(self, chat_id: str) -> ChatState:
+        """The chat's recall state, brought up to date (by what changed since the last recall)."""
+        with self._states_guard:
+            state = self._states.get(chat_id)
+            if state is None:
+                state = self._states[chat_id] = ChatState(chat_id)
+                while len(self._states) > STATES_KEPT:
+                    self._states.popitem(last=False)
+            self._states.move_to_end(chat_id)
+        with state.lock:
+            state.refresh(self.store)
+        return state
+
+    def _pool_for(self, chat_id: str, state: ChatState, latest: int, opts: RecallSettings):
+        """Persistent nodes, the pool, and the pool's sourced events: built once per graph version."""
+        pool_key = (chat_id, state.epoch, state.graph_version, latest, opts.exclude_recent_floors)
+        found = self._pools.get(pool_key)
+        if found is None:
+            with state.lock:
+                kept, _over_caps = persistent_nodes(state.typed(), state.schema, latest)  # over the caps: in the pool
+                found = (rank_persistent(kept), self._pool(state, state.schema, kept, latest, opts))
+            with self._states_guard:
+                self._pools[pool_key] = found
+                while len(self._pools) > 128:
+                    self._pools.popitem(last=False)
+        return found
+
     def _latest_floor(self, chat_id: str) -> int:
         row = self.store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()
         if row[0] is not None:
@@ -124,11 +161,11 @@ class Recaller:
         row = self.store.conn.execute("SELECT MAX(floor_to) FROM nodes WHERE chat_id=?", (chat_id,)).fetchone()
         return row[0] or 0
 
-    def _pool(self, graph: GraphView, schema: Schema, persistent: list[Node], latest: int,
+    def _pool(self, state: ChatState, schema: Schema, persistent: list[Node], latest: int,
               opts: RecallSettings) -> Pool:
         injected = {n.id for n in persistent}
         horizon = latest - opts.exclude_recent_floors if opts.exclude_recent_floors else None
-        everything = {n.id: n for n in graph.nodes(archived=None)}
+        everything = state.nodes
         nodes = {i: n for i, n in everything.items() if not n.archived and i not in injected
                  and (horizon is None or n.floor_to <= horizon)}
         leaves = {}
@@ -137,23 +174,24 @@ class Recaller:
                 top = top_ancestor(node, everything)
                 if top is not None and (top.id in nodes or top.id in injected):
                     leaves[node_id] = top.id
-        documents = {i: node_document(everything[i], schema) for i in (*nodes, *leaves, *injected)}
-        events = {name for name, spec in schema.types.items() if spec.identity == "event"}
-        days = {i: day for i in documents if (day := day_of(everything[i].story_time.get("label")))}
+        documents = {i: state.documents[i] for i in (*nodes, *leaves, *injected)}
+        events = state.event_types
+        days = {i: day for i in documents if (day := cached_day(everything[i].story_time.get("label")))}
         scenes = {i: label for i in documents
                   if everything[i].type in events and (label := (everything[i].story_time.get("label") or "").strip())}
-        return Pool(nodes, leaves, {i: everything[i] for i in leaves}, documents, events, injected, days, scenes)
+        return Pool(nodes, leaves, {i: everything[i] for i in leaves}, documents, set(events), injected, days, scenes)
 
     # ---- hybrid -------------------------------------------------------------------------------
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
                 opts: RecallSettings) -> list[Chosen]:
         # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
-        source_query = strip_names(query, self._speakers(chat_id)) or query
+        state = self.state(chat_id)
+        source_query = strip_names(query, list(state.speakers)) or query
         lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, query, source_query, pool)
         dense, source_dense = self._dense_scores(chat_id, query, max(opts.top_k, DENSE_POOL), source_query)
-        allowed = set(pool.documents)
+        allowed = pool.documents  # a mapping: `in` is all fuse asks of it
         fused = fuse(dense, lexical, allowed)
-        by_source = fuse(source_dense, source_lexical, allowed & sourced) if SOURCE_WEIGHT else {}
+        by_source = fuse(source_dense, source_lexical, _Both(allowed, sourced)) if SOURCE_WEIGHT else {}
         fused = add_scores(fused, by_source, SOURCE_WEIGHT, sourced)
         fused = date_bonus(fused, query, pool)
         context, adjacent = self._links(chat_id, version, graph, pool)
@@ -168,60 +206,25 @@ class Recaller:
 
     def _lexical_scores(self, chat_id: str, version: int, graph: GraphView, query: str, source_query: str,
                         pool: Pool) -> tuple[dict[str, float], dict[str, float], set[str]]:
-        """BM25 over node text, and over events' source messages (cached per graph and message version)."""
-        key = (chat_id, version, self._messages_stamp(chat_id))
-        if key not in self._lexical:
-            schema = self.store.chat(chat_id).schema
-            nodes = graph.nodes(archived=None)
-            lines = self.index.message_lines(chat_id) if self.index is not None else {}
-            sources = [(n.id, doc) for n in nodes if (doc := source_document(n, lines, pool.event_types))]
-            self._lexical[key] = ([n.id for n in nodes], BM25([f"{n.title}\n{node_document(n, schema)}" for n in nodes]),
-                                  [i for i, _ in sources], BM25([doc for _, doc in sources]), {i for i, _ in sources})
-            while len(self._lexical) > 256:
-                self._lexical.popitem(last=False)
-        ids, bm25, source_ids, source_bm25, sourced = self._lexical[key]
-        return ({ids[i]: s for i, s in bm25.top(query, LEXICAL_POOL)},
-                {source_ids[i]: s for i, s in source_bm25.top(source_query, LEXICAL_POOL)}, sourced)
+        """BM25 over node text, and over events' source messages (kept in step with the chat by `ChatState`)."""
+        state = self.state(chat_id)
+        with state.lock:
+            return (dict(state.bm25.top(query, LEXICAL_POOL)), dict(state.source_bm25.top(source_query, LEXICAL_POOL)),
+                    state.sources.keys())
 
     def _speakers(self, chat_id: str) -> list[str]:
-        """The names the chat's messages are written under (cached per message version)."""
-        key = ("speakers", chat_id, self._messages_stamp(chat_id))
-        if key not in self._lexical:
-            self._lexical[key] = [r[0] for r in self.store.conn.execute(
-                "SELECT DISTINCT name FROM messages WHERE chat_id=? AND name != ''", (chat_id,))]
-        return self._lexical[key]
+        """The names the chat's messages are written under."""
+        return list(self.state(chat_id).speakers)
 
     def _messages_stamp(self, chat_id: str) -> int:
         """Changes whenever the chat's messages do (sources are made of them)."""
         return self.store.messages_version(chat_id)
 
-    def _links(self, chat_id: str, version: int, graph: GraphView,
-               pool: Pool) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-        """Two neighbour maps, cached per graph version: the context of each event-type node (linked events, and
-        the previous and next node of its type and level in story order), and every node's linked nodes."""
-        key = ("links", chat_id, version)
-        if key not in self._lexical:
-            nodes = graph.nodes(archived=None)
-            types = {n.id: n.type for n in nodes}
-            links: dict[str, set[str]] = {}
-            adjacent: dict[str, set[str]] = {}
-            for edge in graph.edges():
-                adjacent.setdefault(edge.source, set()).add(edge.target)
-                adjacent.setdefault(edge.target, set()).add(edge.source)
-                if types.get(edge.source) in pool.event_types and types.get(edge.target) in pool.event_types:
-                    links.setdefault(edge.source, set()).add(edge.target)
-                    links.setdefault(edge.target, set()).add(edge.source)
-            chains: dict[tuple, list[Node]] = {}
-            for node in nodes:
-                if node.type in pool.event_types:
-                    chains.setdefault((node.type, node.level), []).append(node)
-            for chain in chains.values():
-                chain.sort(key=lambda n: (n.floor_from, n.floor_to, n.created_at))
-                for a, b in itertools.pairwise(chain):
-                    links.setdefault(a.id, set()).add(b.id)
-                    links.setdefault(b.id, set()).add(a.id)
-            self._lexical[key] = (links, adjacent)
-        return self._lexical[key]
+    def _links(self, chat_id: str, version: int, graph: GraphView, pool: Pool):
+        """Two neighbour maps: the context of each event-type node (linked events, and the previous and next node
+        of its type and level in story order), and every node's linked nodes. Both answer `.get(id, default)`."""
+        state = self.state(chat_id)
+        return state.context(), state.neighbours()
 
     def _mentioned(self, chat_id: str, query: str) -> set[str]:
         """Entities (non-event nodes) whose name or alias appears in the query, as 1-3 word spans."""
@@ -230,13 +233,11 @@ class Recaller:
         spans |= {s[:-2] for s in spans if s.endswith("'s")}
         if not spans:
             return set()
-        rows = self.store.conn.execute(
-            f"SELECT DISTINCT nn.node_id, n.type FROM node_names nn JOIN nodes n ON n.chat_id = nn.chat_id "
-            f"AND n.id = nn.node_id WHERE nn.chat_id=? AND n.archived=0 AND nn.name IN ({', '.join('?' * len(spans))})",
-            (chat_id, *spans)).fetchall()
-        schema = self.store.chat(chat_id).schema
-        events = {name for name, spec in schema.types.items() if spec.identity == "event"}
-        return {node_id for node_id, node_type in rows if node_type not in events}
+        state = self.state(chat_id)
+        rows = self.store.conn.execute(MENTIONED_SQL.format(", ".join("?" * len(spans))), (chat_id, *spans)).fetchall()
+        return {node_id for (node_id,) in rows
+                if (node := state.nodes.get(node_id)) is not None and not node.archived
+                and node.type not in state.event_types}
 
     def _dense_scores(self, chat_id: str, query: str, k: int, source_query: str | None = None):
         """Vector matches of node documents (and, given a `source_query`, of events' sources)."""
