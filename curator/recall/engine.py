@@ -50,8 +50,8 @@ LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost fla
 
 
 STATES_KEPT = 256  # chats whose recall state stays in memory
-# Names by the table's primary key (chat, name): a join lets SQLite walk the chat's whole by-node index instead.
-MENTIONED_SQL = "SELECT DISTINCT node_id FROM node_names WHERE chat_id=? AND name IN ({})"
+# Names by the primary key (chat, name): with a join or DISTINCT SQLite walks the whole by-node index instead.
+MENTIONED_SQL = "SELECT node_id FROM node_names WHERE chat_id=? AND name IN ({})"
 
 
 class _Both:
