@@ -124,12 +124,18 @@ def main() -> None:
         parser.add_argument("--link-sessions", action="store_true",
                             help="link consecutive observations of a session (follows)")
         parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
+        parser.add_argument("--source-query-vector", action="store_true",
+                            help="embed the query a second time without the speakers' names for the sources")
 
     args = parse_args(__doc__.splitlines()[0], extra)
     if not DATA.exists():
         print(f"skipped: {DATA} is absent")
         return
     convs = json.loads(DATA.read_text(encoding="utf-8"))
+    if args.source_query_vector:
+        from curator.recall import engine
+
+        engine.SOURCE_QUERY_VECTOR = True
     if args.quick:
         convs = convs[:1]
     methods = ("hybrid", "rag", "bm25", "chroma")
@@ -182,6 +188,7 @@ def main() -> None:
                for group, names in groups.items() if names}
     report = {"benchmark": "recall_locomo", "quick": args.quick, "env": environment(),
               "params": {"conversations": list(per_conv), "link_sessions": args.link_sessions,
+                         "source_query_vector": args.source_query_vector,
                          "questions": sum(len(v["hybrid"]) for v in per_conv.values())},
               "results": {"metrics": results, "latency": {m: latency_summary(v) for m, v in latency.items() if v}}}
 
@@ -192,7 +199,8 @@ def main() -> None:
                 lines.append((f"{group}: {method}", metrics["R@5"], metrics["R@10"], metrics["R@20"], metrics["MRR"],
                               r["results"]["latency"][method]["p50_ms"]))
         return table(["split: method", "R@5", "R@10", "R@20", "MRR", "p50 ms"], lines) + \
-            f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}"
+            f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}; " \
+            f"source_query_vector={r['params']['source_query_vector']}"
 
     emit(args, report, render)
 

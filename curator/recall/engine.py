@@ -47,6 +47,10 @@ from curator.vectors.index import VectorIndex
 
 DENSE_POOL = 200  # vector candidates scored per query
 LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
+# Sources are searched by meaning with the query's own vector: a second vector of the query without the speakers'
+# names costs a second model call per recall for no measured gain (bench/recall_locomo.py --source-query-vector).
+# BM25 over sources still uses the query without names (it costs nothing).
+SOURCE_QUERY_VECTOR = False
 
 
 STATES_KEPT = 256  # chats whose recall state stays in memory
@@ -188,7 +192,8 @@ class Recaller:
         state = self.state(chat_id)
         source_query = strip_names(query, list(state.speakers)) or query
         lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, query, source_query, pool)
-        dense, source_dense = self._dense_scores(chat_id, query, max(opts.top_k, DENSE_POOL), source_query)
+        dense, source_dense = self._dense_scores(chat_id, query, max(opts.top_k, DENSE_POOL),
+                                                 source_query if SOURCE_QUERY_VECTOR else query)
         allowed = pool.documents  # a mapping: `in` is all fuse asks of it
         fused = fuse(dense, lexical, allowed)
         by_source = fuse(source_dense, source_lexical, _Both(allowed, sourced)) if SOURCE_WEIGHT else {}
