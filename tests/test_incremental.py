@@ -10,7 +10,9 @@ import pytest
 
 from curator.errors import CuratorError
 from curator.recall.engine import MENTIONED_SQL, Recaller
+from curator.recall.injection import persistent_nodes
 from curator.recall.lexical import BM25, LiveBM25
+from curator.recall.pool import build_pool
 from curator.recall.state import ChatState
 from curator.store.messages import Message
 from curator.store.queries import GraphView
@@ -199,20 +201,30 @@ def test_mentions_are_looked_up_by_the_primary_key(memory):
         assert "PRIMARY KEY (chat_id=? AND name=?)" in plan and "node_names_by_node" not in plan
 
 
-def test_recall_after_commits_matches_a_fresh_recaller(memory):
+def test_recall_after_commits_matches_a_fresh_recaller(memory, monkeypatch):
     memory.create_chat("road", "default")
     recaller = Recaller(memory.store, memory.settings, memory.index)
+    whole = []
+    monkeypatch.setattr(recaller, "_pool", lambda *a, build=recaller._pool: whole.append(1) or build(*a))
     queries = ["What did Mira owe Rowan?", "the toll at the bridge", "米拉 银币"]
 
     def check():
+        state = recaller.state("road")
+        latest = recaller._latest_floor("road")
+        _, pool = recaller._pool_for("road", state, latest, memory.settings.recall)
+        fresh = ChatState("road")
+        fresh.refresh(memory.store)
+        kept, _ = persistent_nodes(fresh.typed(), fresh.schema, latest)
+        assert vars(pool) == vars(build_pool(fresh, kept, None))  # the pool followed the commit exactly
         for query in queries:
             ours = recaller.recall("road", query)
             theirs = Recaller(memory.store, memory.settings, memory.index).recall("road", query)
             assert [c.node.id for c in ours.recalled] == [c.node.id for c in theirs.recalled]
             assert ours.text == theirs.text
 
-    _drive(memory, 25, seed=2, check=check)
+    _drive(memory, 40, seed=2, check=check)
     assert recaller.state("road").loads == 1
+    assert len(whole) == 1  # built once, then followed commit by commit
 
 
 @pytest.mark.parametrize("known", [0, 2])

@@ -23,7 +23,8 @@ from curator.schemas import Schema
 
 from curator.store.graph import Node, normalize_name
 from curator.recall.injection import Chosen, Injection, pack, persistent_nodes, rank_persistent
-from curator.recall.state import ChatState, cached_day
+from curator.recall.pool import build_pool, update_pool
+from curator.recall.state import ChatState
 from curator.llm.models import Usage
 from curator.store.queries import GraphView
 from curator.recall.rerank import rerank
@@ -39,7 +40,6 @@ from curator.recall.scoring import (
     mention_boost,
     propagate,
     strip_names,
-    top_ancestor,
 )
 from curator.settings import RecallSettings, Settings
 from curator.store.store import Store, utc_now
@@ -80,6 +80,7 @@ class Recaller:
         self._results: OrderedDict[tuple, Injection] = OrderedDict()
         self._synced: dict[str, tuple] = {}
         self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
+        self._last_pool: dict[tuple, tuple[tuple, Pool]] = {}  # (chat, horizon) -> the newest pool and its key
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
                options: RecallSettings | None = None) -> Injection:
@@ -146,14 +147,22 @@ class Recaller:
 
     def _pool_for(self, chat_id: str, state: ChatState, latest: int, opts: RecallSettings):
         """Persistent nodes, the pool, and the pool's sourced events: built once per graph version."""
-        pool_key = (chat_id, state.epoch, state.graph_version, latest, opts.exclude_recent_floors)
+        horizon = latest - opts.exclude_recent_floors if opts.exclude_recent_floors else None
+        pool_key = (chat_id, state.epoch, state.graph_version, latest if horizon is not None else None, horizon)
         found = self._pools.get(pool_key)
         if found is None:
             with state.lock:
                 kept, _over_caps = persistent_nodes(state.typed(), state.schema, latest)  # over the caps: in the pool
-                found = (rank_persistent(kept), self._pool(state, state.schema, kept, latest, opts))
+                last = self._last_pool.get((chat_id, horizon))
+                touched = state.touched_since(last[0][2]) if last and last[0][1] == state.epoch else None
+                if touched is not None:
+                    pool = update_pool(last[1], state, kept, horizon, touched)
+                else:
+                    pool = self._pool(state, state.schema, kept, latest, opts)
+                found = (rank_persistent(kept), pool)
             with self._states_guard:
                 self._pools[pool_key] = found
+                self._last_pool[(chat_id, horizon)] = (pool_key, pool)
                 while len(self._pools) > 128:
                     self._pools.popitem(last=False)
         return found
@@ -167,23 +176,8 @@ class Recaller:
 
     def _pool(self, state: ChatState, schema: Schema, persistent: list[Node], latest: int,
               opts: RecallSettings) -> Pool:
-        injected = {n.id for n in persistent}
         horizon = latest - opts.exclude_recent_floors if opts.exclude_recent_floors else None
-        everything = state.nodes
-        nodes = {i: n for i, n in everything.items() if not n.archived and i not in injected
-                 and (horizon is None or n.floor_to <= horizon)}
-        leaves = {}
-        for node_id, node in everything.items():
-            if node.archived and node.parent and (horizon is None or node.floor_to <= horizon):
-                top = top_ancestor(node, everything)
-                if top is not None and (top.id in nodes or top.id in injected):
-                    leaves[node_id] = top.id
-        documents = {i: state.documents[i] for i in (*nodes, *leaves, *injected)}
-        events = state.event_types
-        days = {i: day for i in documents if (day := cached_day(everything[i].story_time.get("label")))}
-        scenes = {i: label for i in documents
-                  if everything[i].type in events and (label := (everything[i].story_time.get("label") or "").strip())}
-        return Pool(nodes, leaves, {i: everything[i] for i in leaves}, documents, set(events), injected, days, scenes)
+        return build_pool(state, persistent, horizon)
 
     # ---- hybrid -------------------------------------------------------------------------------
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,

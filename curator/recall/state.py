@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections import Counter
+from collections import Counter, deque
 from functools import lru_cache
+from operator import attrgetter
 
 from curator.dates import day_of
 from curator.recall.lexical import LiveBM25
@@ -30,6 +31,8 @@ class ChatState:
         self.lock = threading.RLock()
         self.epoch = self.graph_version = self.messages_version = -1
         self.loads = self.updates = 0  # whole loads and incremental updates (tests and benchmarks read these)
+        self.loaded_at = -1  # the graph version of the last whole load
+        self.history: deque[tuple[int, frozenset[str]]] = deque(maxlen=64)  # (graph version, nodes it touched)
         self._clear()
 
     def _clear(self) -> None:
@@ -46,6 +49,9 @@ class ChatState:
         self.adjacent: dict[str, Counter] = {}  # node id -> linked node ids (counted: two edges may join a pair)
         self.chains: dict[tuple[str, int], list[tuple]] = {}  # (event type, level) -> sorted story-order keys
         self._chain_key: dict[str, tuple] = {}
+        self.active: dict[str, dict[str, Node]] = {}  # type -> its active nodes
+        self.context_map: dict[str, set[str]] = {}  # event-type node -> its context (see `context`)
+        self._dirty: set[str] = set()  # nodes whose context must be worked out again
 
     # ---- keeping up --------------------------------------------------------------------------
     def refresh(self, store) -> bool:
@@ -61,16 +67,62 @@ class ChatState:
             chat_id, self.messages_version, messages_version)
         if epoch != self.epoch or (version != self.graph_version and graph is None):
             self._load(store)
+            self.loaded_at = version
+            self.history.clear()
         else:
             if floor is not False:
                 self._read_messages(store, 0 if floor is None else floor)
             if graph is not None:
                 self._apply(store, graph.nodes, graph.edges)
+                self.history.append((version, frozenset(graph.nodes)))
             if floor is not False:
                 self._resource(store, 0 if floor is None else floor)
             self.updates += 1
+        self._settle()
         self.epoch, self.graph_version, self.messages_version = epoch, version, messages_version
         return True
+
+    def touched_since(self, version: int) -> set[str] | None:
+        """The nodes touched after graph version `version` (None: not known, e.g. a whole load came between)."""
+        if version < self.loaded_at:
+            return None
+        found = [ids for v, ids in self.history if v > version]
+        covered = {v for v, _ in self.history if v > version}
+        if len(covered) != self.graph_version - version:
+            return None
+        return set().union(*found)
+
+    def _settle(self) -> None:
+        """Work out again the context of the nodes a change reached."""
+        nodes, events = self.nodes, self.event_types
+        for node_id in self._dirty:
+            node = nodes.get(node_id)
+            if node is None or node.type not in events:
+                self.context_map.pop(node_id, None)
+                continue
+            found = {n for n in self.adjacent.get(node_id, ()) if getattr(nodes.get(n), "type", None) in events}
+            chain_key = self._chain_key.get(node_id)
+            if chain_key is not None:
+                chain = self.chains[chain_key[:2]]
+                at = bisect.bisect_left(chain, chain_key[2])
+                if at > 0:
+                    found.add(chain[at - 1][3])
+                if at + 1 < len(chain):
+                    found.add(chain[at + 1][3])
+            if found:
+                self.context_map[node_id] = found
+            else:
+                self.context_map.pop(node_id, None)
+        self._dirty.clear()
+
+    def _chain_around(self, node_id: str) -> None:
+        """Mark a chained node and its previous and next node as needing their context again."""
+        chain_key = self._chain_key.get(node_id)
+        if chain_key is None:
+            return
+        chain = self.chains[chain_key[:2]]
+        at = bisect.bisect_left(chain, chain_key[2])
+        self._dirty.update(chain[i][3] for i in (at - 1, at, at + 1) if 0 <= i < len(chain))
 
     def _load(self, store) -> None:
         self._clear()
@@ -139,6 +191,10 @@ class ChatState:
     def _put(self, node: Node) -> None:
         self._drop(node.id)
         self.nodes[node.id] = node
+        if not node.archived:
+            self.active.setdefault(node.type, {})[node.id] = node
+        self._dirty.add(node.id)
+        self._dirty.update(self.adjacent.get(node.id, ()))  # whether it is an event decides their context
         document = self.documents[node.id] = node_document(node, self.schema)
         self.bm25.set(node.id, f"{node.title}\n{document}")
         self._set_source(node)
@@ -146,10 +202,16 @@ class ChatState:
             key = (node.floor_from, node.floor_to, node.created_at, node.id)
             self._chain_key[node.id] = (node.type, node.level, key)
             bisect.insort(self.chains.setdefault((node.type, node.level), []), key)
+            self._chain_around(node.id)
 
     def _drop(self, node_id: str) -> None:
-        if self.nodes.pop(node_id, None) is None:
+        node = self.nodes.pop(node_id, None)
+        if node is None:
             return
+        self.active.get(node.type, {}).pop(node_id, None)
+        self._dirty.add(node_id)
+        self._dirty.update(self.adjacent.get(node_id, ()))
+        self._chain_around(node_id)
         self.documents.pop(node_id, None)
         self.bm25.remove(node_id)
         if self.sources.pop(node_id, None) is not None:
@@ -170,6 +232,7 @@ class ChatState:
             self.source_bm25.remove(node.id)
 
     def _link(self, edge_id: str, source: str, target: str) -> None:
+        self._dirty.update((source, target))
         self.edges[edge_id] = (source, target)
         self.adjacent.setdefault(source, Counter())[target] += 1
         self.adjacent.setdefault(target, Counter())[source] += 1
@@ -178,6 +241,7 @@ class ChatState:
         ends = self.edges.pop(edge_id, None)
         if ends is None:
             return
+        self._dirty.update(ends)
         for a, b in (ends, ends[::-1]):
             near = self.adjacent.get(a)
             if near is not None:
@@ -212,19 +276,7 @@ class Neighbours:
         near = state.adjacent.get(node_id)
         if not self.context:
             return set(near) if near else default
-        node = state.nodes.get(node_id)
-        if node is None or node.type not in state.event_types:
-            return default
-        found = {n for n in (near or ()) if getattr(state.nodes.get(n), "type", None) in state.event_types}
-        chain_key = state._chain_key.get(node_id)
-        if chain_key is not None:
-            chain = state.chains[chain_key[:2]]
-            at = bisect.bisect_left(chain, chain_key[2])
-            if at > 0:
-                found.add(chain[at - 1][3])
-            if at + 1 < len(chain):
-                found.add(chain[at + 1][3])
-        return found or default
+        return state.context_map.get(node_id, default)
 
     def __contains__(self, node_id: str) -> bool:
         return bool(self.get(node_id))
@@ -237,10 +289,16 @@ class TypedNodes:
         self.state = state
 
     def nodes(self, type: str | None = None, archived: bool | None = False, **_) -> list[Node]:
-        found = [n for n in self.state.nodes.values() if (type is None or n.type == type)
-                 and (archived is None or n.archived == archived)]
-        found.sort(key=lambda n: (n.floor_from, n.id))
+        if type is not None and archived is False:
+            found = list(self.state.active.get(type, {}).values())
+        else:
+            found = [n for n in self.state.nodes.values() if (type is None or n.type == type)
+                     and (archived is None or n.archived == archived)]
+        found.sort(key=_BY_FLOOR)
         return found
+
+
+_BY_FLOOR = attrgetter("floor_from", "id")
 
 
 @lru_cache(maxsize=65536)
