@@ -103,7 +103,7 @@ class VectorIndex:
         self._locks: dict[str, threading.RLock] = {}  # one sync at a time per chat; chats in parallel
         self._locks_guard = threading.Lock()
         self._collections: dict[tuple[str, str], object] = {}  # (chat, kind) -> Chroma collection handle
-        self._counts: dict[tuple[str, str], int] = {}  # (chat, kind) -> vectors in it, as of our last write
+        self._counts: dict[tuple[str, str], int] = {}  # (chat, kind) -> vectors in it (> 0 once we wrote some)
         # per chat: the versions the index was last brought to (epoch, graph, messages) and the hashes it holds,
         # so the next sync asks the store's change log what changed instead of reading the whole chat
         self._known: dict[str, tuple[tuple[int, int, int], dict[str, tuple[str | None, str | None, str]], set[str]]] = {}
@@ -130,6 +130,8 @@ class VectorIndex:
         return found
 
     def _count(self, chat_id: str, kind: str) -> int:
+        """How many vectors the collection holds, or after our own upserts a positive lower bound (a query only
+        needs to know whether there is any: Chroma returns fewer than `n_results` when it has fewer)."""
         found = self._counts.get((chat_id, kind))
         if found is None:
             found = self._counts[(chat_id, kind)] = self._collection(chat_id, kind).count()
@@ -249,8 +251,9 @@ class VectorIndex:
                 source_items.append((node, source))
             elif old_source and not source:
                 source_gone.append(node.id)
-        if vanished or source_gone or items or source_items:
+        if vanished:
             self._counts.pop((chat_id, NODES), None)
+        if vanished or source_gone:
             self._counts.pop((chat_id, SOURCES), None)
         if vanished:
             collection.delete(ids=vanished)
@@ -271,6 +274,8 @@ class VectorIndex:
                     target.upsert(ids=[n.id for (n, _), _ in embedded], embeddings=[v for _, v in embedded],
                                   documents=[d for (_, d), _ in embedded],
                                   metadatas=[_metadata(n) for (n, _), _ in embedded])
+                    key = (chat_id, NODES if target is collection else SOURCES)
+                    self._counts[key] = max(self._counts.get(key, 0), len(embedded))
                 if target is collection:
                     report.embedded += len(embedded)
                 else:
@@ -370,7 +375,7 @@ class VectorIndex:
             return []
         if text not in vectors:
             vectors[text] = self.function.embedder.embed_queries([text])[0]
-        result = collection.query(query_embeddings=[vectors[text]], n_results=min(k, count), include=["distances"])
+        result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
         return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
 
     def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:
@@ -381,8 +386,7 @@ class VectorIndex:
         found = collection.get(ids=[node_id], include=["embeddings"])
         if not found["ids"]:
             return []
-        count = self._count(chat_id, NODES)
-        result = collection.query(query_embeddings=[found["embeddings"][0]], n_results=min(k + 1, count),
+        result = collection.query(query_embeddings=[found["embeddings"][0]], n_results=k + 1,
                                   where=where, include=["distances"])
         pairs = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i != node_id]
         return pairs[:k]
