@@ -19,7 +19,7 @@ from _common import TempMemory, emit, environment, latency_summary, now, parse_a
 
 from curator.vectors.embeddings import EmbeddingProfile, make_embedder
 from curator.store.messages import Message
-from curator.vectors.index import SOURCES, _digest, _metadata, node_document, source_document
+from curator.vectors.index import SOURCES, _digest, _metadata, embedded_source, node_document, source_document
 
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas", "Tamsin", "Oskar", "Liane", "Hedda", "Corin"]
 PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks", "the temple", "the market"]
@@ -65,7 +65,7 @@ def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> fl
     for start in range(0, len(nodes), 5000):
         batch = nodes[start:start + 5000]
         documents = [node_document(n, schema) for n in batch]
-        sources = [source_document(n, lines, {"event"}) for n in batch]
+        sources = ["" if n.archived else embedded_source(source_document(n, lines, {"event"})) for n in batch]
         for collection, docs in zip(collections, (documents, sources)):
             ids = [(n.id, d) for n, d in zip(batch, docs) if d]
             vectors = np.random.default_rng(start).normal(size=(len(ids), dim)).astype(np.float32)

@@ -123,15 +123,16 @@ def main() -> None:
     def extra(parser):
         parser.add_argument("--link-sessions", action="store_true",
                             help="link consecutive observations of a session (follows)")
+        parser.add_argument("--data", type=Path, default=DATA, help=f"the LoCoMo dev file (default {DATA})")
         parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
         parser.add_argument("--source-query-vector", action="store_true",
                             help="embed the query a second time without the speakers' names for the sources")
 
     args = parse_args(__doc__.splitlines()[0], extra)
-    if not DATA.exists():
-        print(f"skipped: {DATA} is absent")
+    if not args.data.exists():
+        print(f"skipped: {args.data} is absent")
         return
-    convs = json.loads(DATA.read_text(encoding="utf-8"))
+    convs = json.loads(args.data.read_text(encoding="utf-8"))
     if args.source_query_vector:
         from curator.recall import engine
 

@@ -4,7 +4,8 @@ node says what must be re-embedded after a commit or a rollback, and what vanish
 
 A second collection per chat holds each event's *source*: the messages it was extracted from (its floors and the
 message before them, which usually holds the question the reply answers). Recall scores an event by its own text
-and by its source, since a short memory loses words that a query may use."""
+and by its source, since a short memory loses words that a query may use. What is embedded of a source is the start
+of each message, about 128 tokens in all (`documents.embedded_source`), and only for active events."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import chromadb
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
-from curator.vectors.documents import node_document, source_document
+from curator.vectors.documents import embedded_source, node_document, source_document
 from curator.vectors.embeddings import Embedder, EmbeddingProfile, make_embedder
 from curator.store.graph import Node
 from curator.store.store import Store, utc_now
@@ -235,7 +236,10 @@ class VectorIndex:
         items, to_update, kept = [], [], {}
         source_items, source_gone = [], []
         for node in nodes:
-            document, source = node_document(node, schema), source_document(node, lines, events)
+            document = node_document(node, schema)
+            # An archived leaf's source is not embedded: its summary speaks for it, BM25 still reads the source,
+            # and most leaves of a long chat are archived. Each embedded source is capped near 128 tokens.
+            source = "" if node.archived else embedded_source(source_document(node, lines, events))
             content, meta = _digest(self.profile.key, document), _digest(*_metadata(node).values())
             source_hash = _digest(self.profile.key, source) if source else ""
             old_content, old_meta, old_source = hashes.get(node.id, (None, None, ""))
