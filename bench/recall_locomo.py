@@ -125,6 +125,7 @@ def main() -> None:
                             help="link consecutive observations of a session (follows)")
         parser.add_argument("--data", type=Path, default=DATA, help=f"the LoCoMo dev file (default {DATA})")
         parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
+        parser.add_argument("--model", default=None, help="local embedding model (default: the configured one)")
         parser.add_argument("--source-query-vector", action="store_true",
                             help="embed the query a second time without the speakers' names for the sources")
 
@@ -144,6 +145,10 @@ def main() -> None:
     latency: dict[str, list[float]] = {m: [] for m in methods}
     with TempMemory() as tmp:
         memory = curator.open(args.keep) if args.keep else tmp.memory
+        if args.model:
+            from curator.vectors.embeddings import EmbeddingProfile
+
+            memory._settings = memory.settings.model_copy(update={"embedding": EmbeddingProfile(model=args.model)})
         schema_path = tmp.path / "locomo.yaml"
         schema_path.write_text(SCHEMA, encoding="utf-8")
         for conv in convs:
@@ -190,6 +195,7 @@ def main() -> None:
     report = {"benchmark": "recall_locomo", "quick": args.quick, "env": environment(),
               "params": {"conversations": list(per_conv), "link_sessions": args.link_sessions,
                          "source_query_vector": args.source_query_vector,
+                         "embedding": args.model or "configured",
                          "questions": sum(len(v["hybrid"]) for v in per_conv.values())},
               "results": {"metrics": results, "latency": {m: latency_summary(v) for m, v in latency.items() if v}}}
 
@@ -201,7 +207,7 @@ def main() -> None:
                               r["results"]["latency"][method]["p50_ms"]))
         return table(["split: method", "R@5", "R@10", "R@20", "MRR", "p50 ms"], lines) + \
             f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}; " \
-            f"source_query_vector={r['params']['source_query_vector']}"
+            f"source_query_vector={r['params']['source_query_vector']}; embedding={r['params']['embedding']}"
 
     emit(args, report, render)
 

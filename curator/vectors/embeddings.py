@@ -124,6 +124,25 @@ class UseM3(_Local):
         return _normalized(self._model().encode(list(texts)))
 
 
+class Static64(_Local):
+    """Static token vectors (64 dimensions, int8; a lookup and a mean, no network pass) from the optional
+    `tokenlearn-static-model` wheel: over 10,000 short texts per CPU-second (bench/embedders.py)."""
+
+    def _load(self):
+        try:
+            from static_model import get_embeddings
+        except ImportError as exc:
+            raise CuratorError("the static-64 embedder needs the tokenlearn-static-model wheel",
+                               "pip install tokenlearn-static-model") from exc
+        return get_embeddings
+
+    def _documents(self, texts: list[str]) -> np.ndarray:
+        return _normalized(self._model()(list(texts)))
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return _normalized(self._model()(list(texts)))
+
+
 class OpenAIEmbedder:
     """Any OpenAI-compatible /embeddings endpoint. The SDK's retries (which honour Retry-After) are the one layer."""
 
@@ -169,7 +188,7 @@ class CohereEmbedder:
         return self._embed(texts, "search_query")
 
 
-_LOCAL = {"e5-small-q4": E5Small, "use-m3": UseM3}
+_LOCAL = {"e5-small-q4": E5Small, "use-m3": UseM3, "static-64": Static64}
 
 
 def make_embedder(profile: EmbeddingProfile) -> Embedder:
