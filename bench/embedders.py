@@ -40,7 +40,8 @@ def long_texts(n: int, rng: random.Random) -> list[str]:
     out = []
     for i in range(n):
         sentences = [f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(NAMES)} at {rng.choice(PLACES)}, and the "
-                     f"rain kept falling on the old stones while the ferryman counted his coins twice." for _ in range(18)]
+                     f"rain kept falling on the old stones while the ferryman counted his coins twice."
+                     for _ in range(18)]
         out.append(f"Chapter {i}. " + " ".join(sentences))
     return out
 
@@ -109,7 +110,8 @@ def worker(name: str, threads: int, quick: bool) -> dict:
         return {"candidate": name, "threads": threads, "skipped": f"{type(exc).__name__}: {exc}"}
     embed(["warm up"])
     out = {"candidate": name, "threads": threads}
-    for kind, texts in (("short", short_texts(64 if quick else 512, rng)), ("long", long_texts(8 if quick else 48, rng))):
+    sets = (("short", short_texts(64 if quick else 512, rng)), ("long", long_texts(8 if quick else 48, rng)))
+    for kind, texts in sets:
         cpu, wall = time.process_time(), time.perf_counter()
         for start in range(0, len(texts), 32):
             embed(texts[start:start + 32])
@@ -140,8 +142,8 @@ def main() -> None:
             progress(f"{name}, {threads} thread(s)")
             env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
                    "OMP_WAIT_POLICY": "PASSIVE"}
-            proc = subprocess.run([sys.executable, __file__, "--worker", name, str(threads), "1" if args.quick else "0"],
-                                  capture_output=True, text=True, env=env, check=False, timeout=1800)
+            command = [sys.executable, __file__, "--worker", name, str(threads), "1" if args.quick else "0"]
+            proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=1800)
             if proc.returncode != 0:
                 rows.append({"candidate": name, "threads": threads, "skipped": proc.stderr.strip()[-300:]})
             else:

@@ -70,7 +70,8 @@ def main() -> None:
         stats = memory.graph("bench").stats()
     overhead = [s - m for s, m in zip(steps, model)]
     report = {
-        "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(), "params": {"floors": floors, "index": args.index},
+        "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(),
+        "params": {"floors": floors, "index": args.index},
         "results": {
             "replies": len(steps), "failed": report_.failed is not None, "seconds": round(total, 3),
             "replies_per_s": round(len(steps) / total, 2),

@@ -182,7 +182,8 @@ def main() -> None:
                          "build_s": round(now() - started, 2), **time_queries(memory, names, queries, rng)})
     report = {"benchmark": "recall_latency", "quick": args.quick, "env": environment(),
               "params": {"sizes": sizes, "chats": spread[0], "nodes_per_chat": spread[1], "queries": len(queries)},
-              "results": {"cases": rows, "after_commit": after_rows, "index_build_nodes_per_s": build_throughput(args.quick)}}
+              "results": {"cases": rows, "after_commit": after_rows,
+                          "index_build_nodes_per_s": build_throughput(args.quick)}}
 
     def render(r: dict) -> str:
         lines = [(c["case"], c["hybrid"]["p50_ms"], c["hybrid"]["p95_ms"], c["hybrid_cpu"]["p50_ms"],

@@ -26,6 +26,7 @@ from curator.store.graph import Node
 from curator.store.store import Store, utc_now
 
 Progress = Callable[[int, int], None]
+Hashes = tuple[str | None, str | None, str]  # a node's content, metadata and source hashes
 NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, events' source messages
 
 
@@ -107,7 +108,7 @@ class VectorIndex:
         self._counts: dict[tuple[str, str], int] = {}  # (chat, kind) -> vectors in it (> 0 once we wrote some)
         # per chat: the versions the index was last brought to (epoch, graph, messages) and the hashes it holds,
         # so the next sync asks the store's change log what changed instead of reading the whole chat
-        self._known: dict[str, tuple[tuple[int, int, int], dict[str, tuple[str | None, str | None, str]], set[str]]] = {}
+        self._known: dict[str, tuple[tuple[int, int, int], dict[str, Hashes], set[str]]] = {}
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)
@@ -296,9 +297,10 @@ class VectorIndex:
         wanted, lines = sorted(floors), {}
         for start in range(0, len(wanted), 500):
             chunk = wanted[start:start + 500]
-            for floor, name, text in self.store.conn.execute(
-                    f"SELECT floor, name, text FROM messages WHERE chat_id=? AND floor IN ({', '.join('?' * len(chunk))})",
-                    (chat_id, *chunk)):
+            marks = ", ".join("?" * len(chunk))
+            rows = self.store.conn.execute(
+                f"SELECT floor, name, text FROM messages WHERE chat_id=? AND floor IN ({marks})", (chat_id, *chunk))
+            for floor, name, text in rows:
                 lines[floor] = f"{name}: {text}" if name else text
         return lines
 
@@ -327,9 +329,8 @@ class VectorIndex:
         with self.store.transaction() as conn:
             conn.executemany("DELETE FROM vector_hashes WHERE chat_id=? AND node_id=?",
                              [(chat_id, i) for i in (*removed, *changed)])
-            conn.executemany("INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_hash) VALUES (?, ?, ?, ?)",
-                             [(chat_id, node_id, f"{c or ''}|{s}", m or "") for node_id, (c, m, s) in changed.items()
-                              if c or s])
+            conn.executemany(_INSERT_HASH, [(chat_id, node_id, f"{c or ''}|{s}", m or "")
+                                            for node_id, (c, m, s) in changed.items() if c or s])
 
     def _save_state(self, chat_id: str, hashes: dict[str, tuple[str | None, str | None, str]]) -> None:
         with self.store.transaction() as conn:
@@ -401,6 +402,9 @@ class VectorIndex:
         return {"chat": chat_id, "profile": profile_key, "current_profile": self.profile.key,
                 "indexed": sum(1 for c, _, _ in hashes.values() if c), "sources": sum(1 for *_, s in hashes.values() if s),
                 "nodes": total, "stale_profile": profile_key not in (None, self.profile.key)}
+
+
+_INSERT_HASH = "INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_hash) VALUES (?, ?, ?, ?)"
 
 
 def _fetch(graph, ids: set[str]) -> list[Node]:
