@@ -23,7 +23,7 @@ from curator.schemas import Schema
 
 from curator.store.graph import Node, normalize_name
 from curator.recall.injection import Chosen, Injection, pack, persistent_nodes, rank_persistent
-from curator.recall.pool import build_pool, update_pool
+from curator.recall.pool import build_pool, rerank_persistent, update_pool
 from curator.recall.state import ChatState
 from curator.llm.models import Usage
 from curator.store.queries import GraphView
@@ -80,7 +80,7 @@ class Recaller:
         self._results: OrderedDict[tuple, Injection] = OrderedDict()
         self._synced: dict[str, tuple] = {}
         self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
-        self._last_pool: dict[tuple, tuple[tuple, Pool]] = {}  # (chat, horizon) -> the newest pool and its key
+        self._last_pool: dict[tuple, tuple] = {}  # (chat, horizon) -> the newest pool's key, pool and ranking
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
                options: RecallSettings | None = None) -> Injection:
@@ -157,12 +157,14 @@ class Recaller:
                 touched = state.touched_since(last[0][2]) if last and last[0][1] == state.epoch else None
                 if touched is not None:
                     pool = update_pool(last[1], state, kept, horizon, touched)
+                    ranked = rerank_persistent(last[2], kept, rank_persistent)
                 else:
                     pool = self._pool(state, state.schema, kept, latest, opts)
-                found = (rank_persistent(kept), pool)
+                    ranked = rank_persistent(kept)
+                found = (ranked, pool)
             with self._states_guard:
                 self._pools[pool_key] = found
-                self._last_pool[(chat_id, horizon)] = (pool_key, pool)
+                self._last_pool[(chat_id, horizon)] = (pool_key, pool, ranked)
                 while len(self._pools) > 128:
                     self._pools.popitem(last=False)
         return found

@@ -50,6 +50,7 @@ class ChatState:
         self.chains: dict[tuple[str, int], list[tuple]] = {}  # (event type, level) -> sorted story-order keys
         self._chain_key: dict[str, tuple] = {}
         self.active: dict[str, dict[str, Node]] = {}  # type -> its active nodes
+        self.active_order: dict[str, list[tuple[int, str]]] = {}  # type -> (floor_from, id) of them, sorted
         self.context_map: dict[str, set[str]] = {}  # event-type node -> its context (see `context`)
         self._dirty: set[str] = set()  # nodes whose context must be worked out again
 
@@ -193,6 +194,7 @@ class ChatState:
         self.nodes[node.id] = node
         if not node.archived:
             self.active.setdefault(node.type, {})[node.id] = node
+            bisect.insort(self.active_order.setdefault(node.type, []), (node.floor_from, node.id))
         self._dirty.add(node.id)
         self._dirty.update(self.adjacent.get(node.id, ()))  # whether it is an event decides their context
         document = self.documents[node.id] = node_document(node, self.schema)
@@ -208,7 +210,9 @@ class ChatState:
         node = self.nodes.pop(node_id, None)
         if node is None:
             return
-        self.active.get(node.type, {}).pop(node_id, None)
+        if self.active.get(node.type, {}).pop(node_id, None) is not None:
+            order = self.active_order[node.type]
+            del order[bisect.bisect_left(order, (node.floor_from, node_id))]
         self._dirty.add(node_id)
         self._dirty.update(self.adjacent.get(node_id, ()))
         self._chain_around(node_id)
@@ -290,7 +294,8 @@ class TypedNodes:
 
     def nodes(self, type: str | None = None, archived: bool | None = False, **_) -> list[Node]:
         if type is not None and archived is False:
-            found = list(self.state.active.get(type, {}).values())
+            active = self.state.active.get(type, {})
+            return [active[i] for _, i in self.state.active_order.get(type, ())]  # already in (floor_from, id) order
         else:
             found = [n for n in self.state.nodes.values() if (type is None or n.type == type)
                      and (archived is None or n.archived == archived)]
