@@ -251,19 +251,3 @@ def test_embedded_source_is_the_start_of_each_message_near_128_tokens():
     weight = sum(4 if "\u4e00" <= c <= "\u9fff" else 1 for c in cut.replace("\n", ""))
     assert EMBEDDED_SOURCE_WEIGHT - 10 <= weight <= EMBEDDED_SOURCE_WEIGHT
     assert len(embedded_source("x" * 100 + "\n" + "y" * 2000).split("\n")[1]) == EMBEDDED_SOURCE_WEIGHT - 100
-
-
-def test_archived_events_keep_no_source_vector_until_they_come_back(memory):
-    memory.create_chat("road", "default")
-    index = memory.index
-    memory.store.set_messages("road", [Message("assistant", "Mira", f"Mira walks past milestone {f}.")
-                                       for f in range(4)])
-    memory.commit("road", [{"op": "create_node", "id": f"ev{i}", "type": "event", "title": f"Summary {i}",
-                            "fields": {"summary": f"Mira passed milestone {i}."}, "floor_from": i, "floor_to": i}
-                           for i in range(3)], 3, "test")
-    sources = index._collection("road", "ms_")
-    assert sorted(sources.get()["ids"]) == ["ev0", "ev1", "ev2"]
-    memory.commit("road", [{"op": "archive_node", "id": "ev1"}], 4, "test")
-    assert sorted(sources.get()["ids"]) == ["ev0", "ev2"]
-    memory.rollback("road", 4)
-    assert sorted(sources.get()["ids"]) == ["ev0", "ev1", "ev2"]

@@ -187,17 +187,18 @@ class Recaller:
         # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
         state = self.state(chat_id)
         source_query = strip_names(query, list(state.speakers)) or query
-        lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, query, source_query, pool)
         dense, source_dense = self._dense_scores(chat_id, query, max(opts.top_k, DENSE_POOL),
                                                  source_query if SOURCE_QUERY_VECTOR else query)
-        allowed = pool.documents  # a mapping: `in` is all fuse asks of it
-        fused = fuse(dense, lexical, allowed)
-        by_source = fuse(source_dense, source_lexical, _Both(allowed, sourced)) if SOURCE_WEIGHT else {}
-        fused = add_scores(fused, by_source, SOURCE_WEIGHT, sourced)
-        fused = date_bonus(fused, query, pool)
-        context, adjacent = self._links(chat_id, version, graph, pool)
-        fused = mention_boost(fused, self._mentioned(chat_id, query), adjacent, pool)
-        fused = propagate(fused, context, pool)
+        with state.lock:  # the state's maps are read below; another recall thread may be updating them
+            lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, query, source_query, pool)
+            allowed = pool.documents  # a mapping: `in` is all fuse asks of it
+            fused = fuse(dense, lexical, allowed)
+            by_source = fuse(source_dense, source_lexical, _Both(allowed, sourced)) if SOURCE_WEIGHT else {}
+            fused = add_scores(fused, by_source, SOURCE_WEIGHT, sourced)
+            fused = date_bonus(fused, query, pool)
+            context, adjacent = self._links(chat_id, version, graph, pool)
+            fused = mention_boost(fused, self._mentioned(chat_id, query), adjacent, pool)
+            fused = propagate(fused, context, pool)
         limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
         fused = diversify(fused, by_source, pool, limit)
         chosen = lift_leaves(fused, pool, limit, lexical, dense)

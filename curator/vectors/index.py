@@ -5,7 +5,7 @@ node says what must be re-embedded after a commit or a rollback, and what vanish
 A second collection per chat holds each event's *source*: the messages it was extracted from (its floors and the
 message before them, which usually holds the question the reply answers). Recall scores an event by its own text
 and by its source, since a short memory loses words that a query may use. What is embedded of a source is the start
-of each message, about 128 tokens in all (`documents.embedded_source`), and only for active events."""
+of each message, about 128 tokens in all (`documents.embedded_source`)."""
 
 from __future__ import annotations
 
@@ -238,9 +238,9 @@ class VectorIndex:
         source_items, source_gone = [], []
         for node in nodes:
             document = node_document(node, schema)
-            # An archived leaf's source is not embedded: its summary speaks for it, BM25 still reads the source,
-            # and most leaves of a long chat are archived. Each embedded source is capped near 128 tokens.
-            source = "" if node.archived else embedded_source(source_document(node, lines, events))
+            # Each embedded source is capped near 128 tokens (archived leaves' too: their source brings a folded
+            # leaf back for its detail; leaving them out lost that in tests/test_recall.py).
+            source = embedded_source(source_document(node, lines, events))
             content, meta = _digest(self.profile.key, document), _digest(*_metadata(node).values())
             source_hash = _digest(self.profile.key, source) if source else ""
             old_content, old_meta, old_source = hashes.get(node.id, (None, None, ""))
