@@ -10,6 +10,7 @@ tune (conv-26, conv-41, conv-43) and for the two held out (conv-47, conv-49)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -126,18 +127,20 @@ def main() -> None:
         parser.add_argument("--data", type=Path, default=DATA, help=f"the LoCoMo dev file (default {DATA})")
         parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
         parser.add_argument("--model", default=None, help="local embedding model (default: the configured one)")
-        parser.add_argument("--source-query-vector", action="store_true",
-                            help="embed the query a second time without the speakers' names for the sources")
+        parser.add_argument("--source-query-vector", action=argparse.BooleanOptionalAction, default=None,
+                            help="embed the query a second time without the speakers' names for the sources "
+                                 "(default: as recall.engine.SOURCE_QUERY_VECTOR)")
 
     args = parse_args(__doc__.splitlines()[0], extra)
     if not args.data.exists():
         print(f"skipped: {args.data} is absent")
         return
     convs = json.loads(args.data.read_text(encoding="utf-8"))
-    if args.source_query_vector:
-        from curator.recall import engine
+    from curator.recall import engine
 
-        engine.SOURCE_QUERY_VECTOR = True
+    if args.source_query_vector is not None:
+        engine.SOURCE_QUERY_VECTOR = args.source_query_vector
+    args.source_query_vector = engine.SOURCE_QUERY_VECTOR
     if args.quick:
         convs = convs[:1]
     methods = ("hybrid", "rag", "bm25", "chroma")
