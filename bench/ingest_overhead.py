@@ -3,7 +3,8 @@ endpoint on loopback that answers at once (one event and a character update per 
 
 "step" is the whole extraction step (prompt building, the HTTP round trip, validation, planning, the commit and
 the logs); "model" is the time inside the model request (the loopback round trip, our client and retry layer);
-"overhead" = step - model is what memory-curator itself adds per reply."""
+"overhead" = step - model is what memory-curator itself adds per reply. With `--index` the vector index is open, as
+in the service: each commit is followed by its sync, which embeds the new and changed nodes and sources."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ def chat(floors: int) -> list[Message]:
 
 
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0], lambda p: p.add_argument("--floors", type=int, default=1000))
+    args = parse_args(__doc__.splitlines()[0], lambda p: (
+        p.add_argument("--floors", type=int, default=1000),
+        p.add_argument("--index", action="store_true", help="open the vector index first (each commit embeds)")))
     floors = 100 if args.quick else args.floors
     steps: list[float] = []
     model: list[float] = []
@@ -45,6 +48,8 @@ def main() -> None:
         memory._settings = Settings(profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
                                                                       api_key_env="BENCH_UNUSED_KEY")})
         memory.create_chat("bench", "default")
+        if args.index:
+            memory.index.function.embedder.embed_queries(["warm up"])  # load the model before timing
         memory.set_messages("bench", chat(floors))
         path = tmp.path / "chat.jsonl"
         path.write_text("\n".join(json.dumps({"role": m.role, "name": m.name, "content": m.text})
@@ -65,7 +70,8 @@ def main() -> None:
         stats = memory.graph("bench").stats()
     overhead = [s - m for s, m in zip(steps, model)]
     report = {
-        "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(), "params": {"floors": floors},
+        "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(),
+        "params": {"floors": floors, "index": args.index},
         "results": {
             "replies": len(steps), "failed": report_.failed is not None, "seconds": round(total, 3),
             "replies_per_s": round(len(steps) / total, 2),
@@ -79,7 +85,8 @@ def main() -> None:
         rows = [(name, r[name]["p50_ms"], r[name]["p95_ms"], r[name]["max_ms"]) for name in ("step", "model", "overhead")]
         return (table(["per reply", "p50 ms", "p95 ms", "max ms"], rows)
                 + f"\n{r['replies']} replies of a {r['floors']}-floor chat in {r['seconds']} s = {r['replies_per_s']} replies/s;"
-                + f" graph: {r['nodes_active']} active nodes, {r['edges']} edges, {r['commits']} commits")
+                + f" graph: {r['nodes_active']} active nodes, {r['edges']} edges, {r['commits']} commits;"
+                + f" vector index {'open' if report['params']['index'] else 'closed'}")
 
     emit(args, report, render)
 

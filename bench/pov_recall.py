@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import re
 
 from _common import TempMemory, emit, environment, now, parse_args, progress, table
 from pydantic_ai.messages import ModelResponse, ToolCallPart

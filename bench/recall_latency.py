@@ -13,11 +13,13 @@ from __future__ import annotations
 import random
 
 import numpy as np
+from time import process_time
+
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
 from curator.vectors.embeddings import EmbeddingProfile, make_embedder
 from curator.store.messages import Message
-from curator.vectors.index import SOURCES, _digest, _metadata, node_document, source_document
+from curator.vectors.index import SOURCES, _digest, _metadata, embedded_source, node_document, source_document
 
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas", "Tamsin", "Oskar", "Liane", "Hedda", "Corin"]
 PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks", "the temple", "the market"]
@@ -63,7 +65,7 @@ def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> fl
     for start in range(0, len(nodes), 5000):
         batch = nodes[start:start + 5000]
         documents = [node_document(n, schema) for n in batch]
-        sources = [source_document(n, lines, {"event"}) for n in batch]
+        sources = ["" if n.archived else embedded_source(source_document(n, lines, {"event"})) for n in batch]
         for collection, docs in zip(collections, (documents, sources)):
             ids = [(n.id, d) for n, d in zip(batch, docs) if d]
             vectors = np.random.default_rng(start).normal(size=(len(ids), dim)).astype(np.float32)
@@ -80,21 +82,54 @@ def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> fl
 
 def time_queries(memory, chats: list[str], queries: list[str], rng: random.Random) -> dict:
     embedder = memory.index.function.embedder
-    ours, bare = [], []
+    ours, bare, cpu = [], [], []
     for chat in chats:  # warm: the first recall of a graph version builds its pool and BM25 index
         memory.recall(chat, queries[0])
     for query in queries:
         chat = rng.choice(chats)
-        started = now()
+        started, cpu_started = now(), process_time()
         memory.recall(chat, query)
         ours.append(now() - started)
+        cpu.append(process_time() - cpu_started)
         started = now()
         vector = embedder.embed_queries([query])[0]
         memory.index._collection(chat).query(query_embeddings=[vector], n_results=20, include=["distances"])
         bare.append(now() - started)
     mine, theirs = latency_summary(ours), latency_summary(bare)
-    return {"hybrid": mine, "bare_chroma": theirs, "ratio_p50": round(mine["p50_ms"] / theirs["p50_ms"], 2),
+    return {"hybrid": mine, "hybrid_cpu": latency_summary(cpu), "bare_chroma": theirs,
+            "ratio_p50": round(mine["p50_ms"] / theirs["p50_ms"], 2),
             "ratio_p95": round(mine["p95_ms"] / theirs["p95_ms"], 2)}
+
+
+def time_after_commit(memory, chat: str, size: int, queries: list[str], rng: random.Random, warm: dict,
+                      turns: int) -> dict:
+    """A live chat: each turn appends a message, commits what was extracted from it (a new event at that floor
+    and an update of a character: both need embedding, which the commit's sync does), and then recalls. Also a
+    commit that changes nothing to embed (a link). Times the commits and the first recall after each."""
+    commit_ms, link_ms, recall_wall, recall_cpu = [], [], [], []
+    floor = size
+    for turn in range(turns):
+        floor += 1
+        text = sentence(rng, floor)
+        memory.store.set_messages_from(chat, floor, [Message("assistant", rng.choice(NAMES), text)])
+        started = now()
+        memory.commit(chat, [{"op": "create_node", "id": f"live{turn}", "type": "event", "title": f"Summary L{turn}",
+                              "fields": {"summary": text}, "floor_from": floor, "floor_to": floor},
+                             {"op": "update_node", "id": f"c{10 * turn}", "set_fields": {"goal": sentence(rng, turn)}}],
+                      floor, "test")
+        commit_ms.append(now() - started)
+        started = now()
+        memory.commit(chat, [{"op": "link", "source": f"c{10 * turn + 10}", "target": f"live{turn}",
+                              "relation": "involved_in"}], floor, "test")
+        link_ms.append(now() - started)
+        started, cpu_started = now(), process_time()
+        memory.recall(chat, rng.choice(queries))
+        recall_wall.append(now() - started)
+        recall_cpu.append(process_time() - cpu_started)
+    wall = latency_summary(recall_wall)
+    return {"recall": wall, "recall_cpu": latency_summary(recall_cpu), "commit_and_sync": latency_summary(commit_ms),
+            "link_commit_and_sync": latency_summary(link_ms),
+            "ratio_to_warm_p50": round(wall["p50_ms"] / warm["hybrid"]["p50_ms"], 2)}
 
 
 def build_throughput(quick: bool) -> dict:
@@ -112,38 +147,57 @@ def build_throughput(quick: bool) -> dict:
 
 
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
+    args = parse_args(__doc__.splitlines()[0], lambda p: (
+        p.add_argument("--sizes", help="comma-separated chat sizes (default 1000,10000,100000)"),
+        p.add_argument("--turns", type=int, default=10, help="live turns timed right after a commit (default 10)"),
+        p.add_argument("--no-spread", action="store_true", help="skip the 100-chats case")))
     sizes = [300, 1000] if args.quick else [1000, 10000, 100000]
+    if args.sizes:
+        sizes = [int(s) for s in args.sizes.split(",")]
     spread = (10, 100) if args.quick else (100, 1000)  # chats, nodes per chat
     rng = random.Random(args.seed)
     queries = [f"What did {rng.choice(NAMES)} {rng.choice(VERBS)} at {rng.choice(PLACES)}?"
                for _ in range(20 if args.quick else 50)]
-    rows = []
+    rows, after_rows = [], []
     with TempMemory() as tmp:
         memory = tmp.memory
         dim = memory.index.function.embedder.embed_queries(["x"]).shape[1]
         for size in sizes:
             progress(f"building a chat of {size} nodes")
             seconds = build_chat(memory, f"one-{size}", size, rng, dim)
-            rows.append({"case": f"1 chat x {size:,} nodes", "nodes": size, "build_s": round(seconds, 2),
-                         **time_queries(memory, [f"one-{size}"], queries, rng)})
+            warm = time_queries(memory, [f"one-{size}"], queries, rng)
+            rows.append({"case": f"1 chat x {size:,} nodes", "nodes": size, "build_s": round(seconds, 2), **warm})
+            after = time_after_commit(memory, f"one-{size}", size, queries, rng, warm, 3 if args.quick else args.turns)
+            after_rows.append({"case": f"1 chat x {size:,} nodes", **after})
         chats, per_chat = spread
+        if args.no_spread:
+            chats = 0
         progress(f"building {chats} chats of {per_chat} nodes")
         started = now()
         names = [f"many-{i}" for i in range(chats)]
         for name in names:
             build_chat(memory, name, per_chat, rng, dim)
-        rows.append({"case": f"{chats} chats x {per_chat:,} nodes", "nodes": chats * per_chat,
-                     "build_s": round(now() - started, 2), **time_queries(memory, names, queries, rng)})
+        if names:
+                rows.append({"case": f"{chats} chats x {per_chat:,} nodes", "nodes": chats * per_chat,
+                         "build_s": round(now() - started, 2), **time_queries(memory, names, queries, rng)})
     report = {"benchmark": "recall_latency", "quick": args.quick, "env": environment(),
               "params": {"sizes": sizes, "chats": spread[0], "nodes_per_chat": spread[1], "queries": len(queries)},
-              "results": {"cases": rows, "index_build_nodes_per_s": build_throughput(args.quick)}}
+              "results": {"cases": rows, "after_commit": after_rows,
+                          "index_build_nodes_per_s": build_throughput(args.quick)}}
 
     def render(r: dict) -> str:
-        lines = [(c["case"], c["hybrid"]["p50_ms"], c["hybrid"]["p95_ms"], c["bare_chroma"]["p50_ms"],
-                  c["bare_chroma"]["p95_ms"], c["ratio_p50"], c["ratio_p95"]) for c in r["results"]["cases"]]
+        lines = [(c["case"], c["hybrid"]["p50_ms"], c["hybrid"]["p95_ms"], c["hybrid_cpu"]["p50_ms"],
+                  c["bare_chroma"]["p50_ms"], c["bare_chroma"]["p95_ms"], c["ratio_p50"], c["ratio_p95"])
+                 for c in r["results"]["cases"]]
+        after = [(c["case"], c["recall"]["p50_ms"], c["recall"]["p95_ms"], c["recall_cpu"]["p50_ms"],
+                  c["ratio_to_warm_p50"], c["commit_and_sync"]["p50_ms"], c["link_commit_and_sync"]["p50_ms"])
+                 for c in r["results"]["after_commit"]]
         build = ", ".join(f"{k} {v} nodes/s" for k, v in r["results"]["index_build_nodes_per_s"].items())
-        return (table(["case", "recall p50 ms", "p95 ms", "bare chroma p50", "p95", "ratio p50", "ratio p95"], lines)
+        return (table(["case (warm)", "recall p50 ms", "p95 ms", "cpu p50", "bare chroma p50", "p95", "ratio p50",
+                       "ratio p95"], lines)
+                + "\n\nright after a commit (live turn: a message, a commit of 2 nodes to embed, a link commit):\n"
+                + table(["case", "recall p50 ms", "p95 ms", "cpu p50", "x warm p50", "commit+sync p50",
+                         "link commit+sync p50"], after)
                 + f"\nindex build throughput (embedding short scene sentences): {build}")
 
     emit(args, report, render)

@@ -11,6 +11,7 @@ tune (conv-26, conv-41, conv-43) and for the two held out (conv-47, conv-49)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -125,14 +126,18 @@ def main() -> None:
     def extra(parser):
         parser.add_argument("--link-sessions", action="store_true",
                             help="link consecutive observations of a session (follows)")
+        parser.add_argument("--data", type=Path, default=DATA, help=f"the LoCoMo dev file (default {DATA})")
         parser.add_argument("--keep", type=Path, help="keep the built chats in this data directory and reuse them")
-        parser.add_argument("--data", type=Path, default=DATA, help="the LoCoMo dev file (default: %(default)s)")
         parser.add_argument("--story-time", choices=("direct", "normalised", "both"), default="direct",
                             help="direct: the session date is set as the story-time label; normalised: it goes "
                                  "through the extractor's story clock (label, sortable segment, session as scene); "
                                  "both: direct, then the same chats re-dated through the clock and recalled again "
                                  "(method hybrid_normalised), in one run")
         parser.add_argument("--conv", action="append", help="only these conversations (repeatable)")
+        parser.add_argument("--model", default=None, help="local embedding model (default: the configured one)")
+        parser.add_argument("--source-query-vector", action=argparse.BooleanOptionalAction, default=None,
+                            help="embed the query a second time without the speakers' names for the sources "
+                                 "(default: as recall.engine.SOURCE_QUERY_VECTOR)")
 
     args = parse_args(__doc__.splitlines()[0], extra)
     if not args.data.exists():
@@ -141,6 +146,11 @@ def main() -> None:
     convs = json.loads(args.data.read_text(encoding="utf-8"))
     if args.conv:
         convs = [c for c in convs if c.get("sample_id") in args.conv]
+    from curator.recall import engine
+
+    if args.source_query_vector is not None:
+        engine.SOURCE_QUERY_VECTOR = args.source_query_vector
+    args.source_query_vector = engine.SOURCE_QUERY_VECTOR
     if args.quick:
         convs = convs[:1]
     methods = ("hybrid", "rag", "bm25", "chroma") + (("hybrid_normalised",) if args.story_time == "both" else ())
@@ -148,6 +158,10 @@ def main() -> None:
     latency: dict[str, list[float]] = {m: [] for m in methods}
     with TempMemory() as tmp:
         memory = curator.open(args.keep) if args.keep else tmp.memory
+        if args.model:
+            from curator.vectors.embeddings import EmbeddingProfile
+
+            memory._settings = memory.settings.model_copy(update={"embedding": EmbeddingProfile(model=args.model)})
         schema_path = tmp.path / "locomo.yaml"
         schema_path.write_text(SCHEMA, encoding="utf-8")
         for conv in convs:
@@ -209,6 +223,8 @@ def main() -> None:
     report = {"benchmark": "recall_locomo", "quick": args.quick, "env": environment(),
               "params": {"conversations": list(per_conv), "link_sessions": args.link_sessions,
                          "story_time": args.story_time,
+                         "source_query_vector": args.source_query_vector,
+                         "embedding": args.model or "configured",
                          "questions": sum(len(v["hybrid"]) for v in per_conv.values())},
               "results": {"metrics": results, "latency": {m: latency_summary(v) for m, v in latency.items() if v}}}
 
@@ -220,7 +236,8 @@ def main() -> None:
                               r["results"]["latency"][method]["p50_ms"]))
         return table(["split: method", "R@5", "R@10", "R@20", "MRR", "p50 ms"], lines) + \
             f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}; " \
-            f"story_time={r['params']['story_time']}"
+            f"story_time={r['params']['story_time']}; " \
+            f"source_query_vector={r['params']['source_query_vector']}; embedding={r['params']['embedding']}"
 
     emit(args, report, render)
 

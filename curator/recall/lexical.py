@@ -113,3 +113,91 @@ class BM25:
             found = found[np.argpartition(-vector[found], k - 1)[:k]]
         order = sorted(found.tolist(), key=lambda i: (-vector[i], i))
         return [(i, float(vector[i])) for i in order]
+
+
+class LiveBM25:
+    """BM25 over a set of documents that changes a few at a time: a document is added, replaced or removed by
+    its key, and only its own terms' postings change. Scores are those of `BM25` over the same documents (the
+    collection statistics, document count and average length, are applied at query time); ties go to the
+    document added first."""
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75):
+        self.k1, self.b = k1, b
+        self._slot: dict[str, int] = {}  # key -> slot
+        self._keys: list[str | None] = []  # slot -> key (None: free)
+        self._terms: list[Counter | None] = []  # slot -> term counts
+        self._free: list[int] = []
+        self._lengths = np.zeros(64, dtype=np.float64)
+        self._total = 0.0
+        self._postings: dict[str, dict[int, int]] = {}  # term -> slot -> tf
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # term -> (slots, tfs), until it changes
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._slot
+
+    def set(self, key: str, text: str) -> None:
+        """Add or replace the document `key` (an empty text removes it)."""
+        self.remove(key)
+        counts = Counter(tokenize(text)) if text else Counter()
+        if not counts and not text:
+            return
+        slot = self._free.pop() if self._free else len(self._keys)
+        if slot == len(self._keys):
+            self._keys.append(None)
+            self._terms.append(None)
+            if slot >= len(self._lengths):
+                self._lengths = np.concatenate([self._lengths, np.zeros(len(self._lengths), dtype=np.float64)])
+        self._slot[key], self._keys[slot], self._terms[slot] = slot, key, counts
+        length = sum(counts.values())
+        self._lengths[slot] = length
+        self._total += length
+        for term, tf in counts.items():
+            self._postings.setdefault(term, {})[slot] = tf
+            self._arrays.pop(term, None)
+
+    def remove(self, key: str) -> None:
+        slot = self._slot.pop(key, None)
+        if slot is None:
+            return
+        for term in self._terms[slot]:
+            postings = self._postings[term]
+            del postings[slot]
+            if not postings:
+                del self._postings[term]
+            self._arrays.pop(term, None)
+        self._total -= self._lengths[slot]
+        self._lengths[slot] = 0.0
+        self._keys[slot], self._terms[slot] = None, None
+        self._free.append(slot)
+
+    def _term(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            postings = self._postings[term]
+            arrays = self._arrays[term] = (np.fromiter(postings.keys(), dtype=np.int64, count=len(postings)),
+                                           np.fromiter(postings.values(), dtype=np.float64, count=len(postings)))
+        return arrays
+
+    def top(self, query: str, k: int) -> list[tuple[str, float]]:
+        """The k best documents as (key, score), best first."""
+        size = len(self._slot)
+        terms = [t for t in set(tokenize(query)) if t in self._postings]
+        if not terms or not size:
+            return []
+        avg = self._total / size or 1.0
+        slots, weights = [], []
+        for term in terms:
+            ids, tfs = self._term(term)
+            idf = math.log(1 + (size - len(ids) + 0.5) / (len(ids) + 0.5))
+            norm = tfs + self.k1 * (1 - self.b + self.b * self._lengths[ids] / avg)
+            slots.append(ids)
+            weights.append(idf * tfs * (self.k1 + 1) / norm)
+        vector = np.bincount(np.concatenate(slots), weights=np.concatenate(weights), minlength=len(self._keys))
+        found = np.flatnonzero(vector)
+        if len(found) > k:
+            found = found[np.argpartition(-vector[found], k - 1)[:k]]
+        order = sorted(found.tolist(), key=lambda i: (-vector[i], i))
+        return [(self._keys[i], float(vector[i])) for i in order]

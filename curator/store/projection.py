@@ -41,6 +41,8 @@ class Applier:
         self.conn, self.chat_id, self.schema = conn, chat_id, schema
         self.anchor, self.at = anchor_floor, at
         self._before: dict[tuple[str, str], dict | None] = {}
+        self.touched_nodes: set[str] = set()  # what this applier wrote (and edges' ends): derived state follows
+        self.touched_edges: set[str] = set()
 
     # ---- public -------------------------------------------------------------------------------
     def apply(self, ops: list) -> list:
@@ -73,6 +75,7 @@ class Applier:
         self._before.setdefault((kind, key), None if current is None else dict(current))
 
     def put_node(self, row: dict) -> None:
+        self.touched_nodes.add(row["id"])
         self.conn.execute(
             f"INSERT OR REPLACE INTO nodes (chat_id, {', '.join(NODE_COLUMNS)}) "
             f"VALUES (?{', ?' * len(NODE_COLUMNS)})",
@@ -85,10 +88,13 @@ class Applier:
         )
 
     def drop_node(self, node_id: str) -> None:
+        self.touched_nodes.add(node_id)
         self.conn.execute("DELETE FROM nodes WHERE chat_id=? AND id=?", (self.chat_id, node_id))
         self.conn.execute("DELETE FROM node_names WHERE chat_id=? AND node_id=?", (self.chat_id, node_id))
 
     def put_edge(self, row: dict) -> None:
+        self.touched_edges.add(row["id"])
+        self.touched_nodes.update((row["source"], row["target"]))
         self.conn.execute(
             f"INSERT OR REPLACE INTO edges (chat_id, {', '.join(EDGE_COLUMNS)}) "
             f"VALUES (?{', ?' * len(EDGE_COLUMNS)})",
@@ -96,6 +102,7 @@ class Applier:
         )
 
     def drop_edge(self, edge_id: str) -> None:
+        self.touched_edges.add(edge_id)
         self.conn.execute("DELETE FROM edges WHERE chat_id=? AND id=?", (self.chat_id, edge_id))
 
     def restore(self, undo: UndoRecord) -> None:

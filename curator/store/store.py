@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from curator.schemas import Schema, schema_from_data
 
+from curator.store.changes import ChangeLog
 from curator.store.db import BUSY_TIMEOUT_MS, connect
 from curator.errors import ChatExists, ChatNotFound, CuratorError, OpError
 from curator.store.messages import Message
@@ -83,6 +84,7 @@ class Store:
         self.conn  # noqa: B018 - open (and migrate) now, so a bad data directory fails here
         # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
         self.on_change: list[Callable[[str], None]] = []
+        self.changes = ChangeLog()  # what each write touched, so derived state can follow it incrementally
 
     def _changed(self, chat_id: str) -> None:
         for callback in self.on_change:
@@ -207,6 +209,7 @@ class Store:
                                   ("llm_calls", "chat_id"), ("extraction_log", "chat_id"),
                                   ("vector_state", "chat_id"), ("vector_hashes", "chat_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
+            self.changes.forget(chat_id)
 
     # ---- messages -----------------------------------------------------------------------------
     def set_messages(self, chat_id: str, messages: Sequence[Message]) -> None:
@@ -226,7 +229,9 @@ class Store:
                   json.dumps(m.swipes, ensure_ascii=False) if m.swipes else None, m.hash, m.sent_at)
                  for f, m in enumerate(messages, start=floor)],
             )
-            conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=?", (chat_id,))
+            version = conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=? "
+                                   "RETURNING messages_version", (chat_id,)).fetchone()[0]
+            self.changes.messages_changed(chat_id, version, floor)
 
     def messages_version(self, chat_id: str) -> int:
         """A number that changes with every write of the chat's messages."""
@@ -260,7 +265,8 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (chat_id, anchor_floor, origin, at, _dumps(done), _dumps(applier.undo_record()), note),
             )
-            _bump_version(conn, chat_id)
+            self.changes.graph_changed(chat_id, _bump_version(conn, chat_id), applier.touched_nodes,
+                                       applier.touched_edges)
             record = CommitRecord(cursor.lastrowid, chat_id, anchor_floor, origin, at, done, note)
         self._changed(chat_id)
         return record
@@ -288,30 +294,42 @@ class Store:
                 return result
             suffix = conn.execute("SELECT * FROM commits WHERE chat_id=? AND id >= ? ORDER BY id DESC",
                                   (chat_id, first)).fetchall()
+            touched = Applier(conn, chat_id, schema, floor, "")  # collects what the restores and replays write
             for row in suffix:
-                Applier(conn, chat_id, schema, row["anchor_floor"], row["at"]).restore(json.loads(row["undo_json"]))
+                applier = Applier(conn, chat_id, schema, row["anchor_floor"], row["at"])
+                applier.restore(json.loads(row["undo_json"]))
+                touched.touched_nodes |= applier.touched_nodes
+                touched.touched_edges |= applier.touched_edges
             conn.execute("DELETE FROM commits WHERE chat_id=? AND id >= ?", (chat_id, first))
             for row in suffix:
                 if row["anchor_floor"] >= floor:
                     result.reverted.append(_record(row))
             for row in reversed(suffix):
                 if row["anchor_floor"] < floor:
-                    self._replay(conn, schema, row, result)
-            _bump_version(conn, chat_id)
+                    self._replay(conn, schema, row, result, touched)
+            self.changes.graph_changed(chat_id, _bump_version(conn, chat_id), touched.touched_nodes,
+                                       touched.touched_edges)
         self._changed(chat_id)
         return result
 
-    def _replay(self, conn: sqlite3.Connection, schema: Schema, row: sqlite3.Row, result: RollbackResult) -> None:
+    def _replay(self, conn: sqlite3.Connection, schema: Schema, row: sqlite3.Row, result: RollbackResult,
+                touched: Applier | None = None) -> None:
         conn.execute("SAVEPOINT replay")
         try:
             applier = Applier(conn, row["chat_id"], schema, row["anchor_floor"], row["at"])
             applier.apply(_parse(json.loads(row["ops_json"])))
         except OpError:
+            if touched is not None:  # what it wrote is rolled back below, but marking it touched is harmless
+                touched.touched_nodes |= applier.touched_nodes
+                touched.touched_edges |= applier.touched_edges
             conn.execute("ROLLBACK TO replay")
             conn.execute("RELEASE replay")
             result.dropped.append(_record(row))
             return
         conn.execute("RELEASE replay")
+        if touched is not None:
+            touched.touched_nodes |= applier.touched_nodes
+            touched.touched_edges |= applier.touched_edges
         conn.execute(
             "INSERT INTO commits (id, chat_id, anchor_floor, origin, at, ops_json, undo_json, note) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -371,8 +389,9 @@ def _parse(ops: list) -> list:
 _OP_TAGS = {"create_node", "update_node", "archive_node", "delete_node", "link", "unlink", "compact"}
 
 
-def _bump_version(conn: sqlite3.Connection, chat_id: str) -> None:
-    conn.execute("UPDATE chats SET graph_version = graph_version + 1 WHERE id=?", (chat_id,))
+def _bump_version(conn: sqlite3.Connection, chat_id: str) -> int:
+    return conn.execute("UPDATE chats SET graph_version = graph_version + 1 WHERE id=? RETURNING graph_version",
+                        (chat_id,)).fetchone()[0]
 
 
 def _record(row: sqlite3.Row) -> CommitRecord:

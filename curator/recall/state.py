@@ -1,0 +1,311 @@
+"""Recall's picture of one chat, kept in step with the chat by what each write touched (`store.changes`), so the
+first recall after a commit costs about what a warm one does.
+
+It holds every node (archived ones too) and its document, the two BM25 indexes (node text; events' source
+messages), the messages as source lines and their speakers, the edges as neighbour maps, and each event type's
+story-order chain. A commit rereads the nodes and edges it touched (and the parents of moved nodes); a write of
+messages rereads the floors it rewrote and the sources of the events that reach them. When the change log cannot
+say what changed (another process wrote, a schema change, a deleted chat), the state is loaded whole again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import Counter, deque
+from functools import lru_cache
+from operator import attrgetter
+
+from curator.dates import day_of
+from curator.recall.lexical import LiveBM25
+from curator.store.graph import Node
+from curator.store.queries import GraphView
+from curator.vectors.documents import node_document, source_document
+
+_CHUNK = 500
+
+
+class ChatState:
+    def __init__(self, chat_id: str):
+        self.chat_id = chat_id
+        self.lock = threading.RLock()
+        self.epoch = self.graph_version = self.messages_version = -1
+        self.loads = self.updates = 0  # whole loads and incremental updates (tests and benchmarks read these)
+        self.loaded_at = -1  # the graph version of the last whole load
+        self.history: deque[tuple[int, frozenset[str]]] = deque(maxlen=64)  # (graph version, nodes it touched)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.schema = None
+        self.event_types: set[str] = set()
+        self.nodes: dict[str, Node] = {}
+        self.documents: dict[str, str] = {}  # node id -> its document (what is embedded for it)
+        self.sources: dict[str, str] = {}  # event id -> its source messages (only the non-empty ones)
+        self.bm25, self.source_bm25 = LiveBM25(), LiveBM25()
+        self.lines: dict[int, str] = {}  # floor -> "name: text"
+        self.speaker: dict[int, str] = {}
+        self.speakers: Counter = Counter()
+        self.edges: dict[str, tuple[str, str]] = {}  # edge id -> (source, target)
+        self.adjacent: dict[str, Counter] = {}  # node id -> linked node ids (counted: two edges may join a pair)
+        self.chains: dict[tuple[str, int], list[tuple]] = {}  # (event type, level) -> sorted story-order keys
+        self._chain_key: dict[str, tuple] = {}
+        self.active: dict[str, dict[str, Node]] = {}  # type -> its active nodes
+        self.active_order: dict[str, list[tuple[int, str]]] = {}  # type -> (floor_from, id) of them, sorted
+        self.context_map: dict[str, set[str]] = {}  # event-type node -> its context (see `context`)
+        self._dirty: set[str] = set()  # nodes whose context must be worked out again
+
+    # ---- keeping up --------------------------------------------------------------------------
+    def refresh(self, store) -> bool:
+        """Follow the chat to its current versions; True when anything changed."""
+        chat_id = self.chat_id
+        epoch = store.changes.epoch(chat_id)
+        version, messages_version = store.graph_version(chat_id), store.messages_version(chat_id)
+        if (epoch, version, messages_version) == (self.epoch, self.graph_version, self.messages_version):
+            return False
+        graph = None if version == self.graph_version else store.changes.graph_since(chat_id, self.graph_version,
+                                                                                      version)
+        floor = False if messages_version == self.messages_version else store.changes.messages_since(
+            chat_id, self.messages_version, messages_version)
+        if epoch != self.epoch or (version != self.graph_version and graph is None):
+            self._load(store)
+            self.loaded_at = version
+            self.history.clear()
+        else:
+            if floor is not False:
+                self._read_messages(store, 0 if floor is None else floor)
+            if graph is not None:
+                self._apply(store, graph.nodes, graph.edges)
+                self.history.append((version, frozenset(graph.nodes)))
+            if floor is not False:
+                self._resource(store, 0 if floor is None else floor)
+            self.updates += 1
+        self._settle()
+        self.epoch, self.graph_version, self.messages_version = epoch, version, messages_version
+        return True
+
+    def touched_since(self, version: int) -> set[str] | None:
+        """The nodes touched after graph version `version` (None: not known, e.g. a whole load came between)."""
+        if version < self.loaded_at:
+            return None
+        found = [ids for v, ids in self.history if v > version]
+        covered = {v for v, _ in self.history if v > version}
+        if len(covered) != self.graph_version - version:
+            return None
+        return set().union(*found)
+
+    def _settle(self) -> None:
+        """Work out again the context of the nodes a change reached."""
+        nodes, events = self.nodes, self.event_types
+        for node_id in self._dirty:
+            node = nodes.get(node_id)
+            if node is None or node.type not in events:
+                self.context_map.pop(node_id, None)
+                continue
+            found = {n for n in self.adjacent.get(node_id, ()) if getattr(nodes.get(n), "type", None) in events}
+            chain_key = self._chain_key.get(node_id)
+            if chain_key is not None:
+                chain = self.chains[chain_key[:2]]
+                at = bisect.bisect_left(chain, chain_key[2])
+                if at > 0:
+                    found.add(chain[at - 1][3])
+                if at + 1 < len(chain):
+                    found.add(chain[at + 1][3])
+            if found:
+                self.context_map[node_id] = found
+            else:
+                self.context_map.pop(node_id, None)
+        self._dirty.clear()
+
+    def _chain_around(self, node_id: str) -> None:
+        """Mark a chained node and its previous and next node as needing their context again."""
+        chain_key = self._chain_key.get(node_id)
+        if chain_key is None:
+            return
+        chain = self.chains[chain_key[:2]]
+        at = bisect.bisect_left(chain, chain_key[2])
+        self._dirty.update(chain[i][3] for i in (at - 1, at, at + 1) if 0 <= i < len(chain))
+
+    def _load(self, store) -> None:
+        self._clear()
+        self.loads += 1
+        self.schema = store.chat(self.chat_id).schema
+        self.event_types = {name for name, spec in self.schema.types.items() if spec.identity == "event"}
+        self._read_messages(store, 0)
+        graph = store.graph(self.chat_id)
+        for node in graph.nodes(archived=None):
+            self._put(node)
+        for edge_id, source, target in store.conn.execute(
+                "SELECT id, source, target FROM edges WHERE chat_id=? ORDER BY id", (self.chat_id,)):
+            self._link(edge_id, source, target)
+
+    def _read_messages(self, store, floor: int) -> None:
+        for old in [f for f in self.lines if f >= floor]:
+            del self.lines[old]
+            self.speakers[self.speaker.pop(old)] -= 1
+        for f, name, text in store.conn.execute(
+                "SELECT floor, name, text FROM messages WHERE chat_id=? AND floor >= ?", (self.chat_id, floor)):
+            self.lines[f] = f"{name}: {text}" if name else text
+            self.speaker[f] = name
+            self.speakers[name] += 1
+        self.speakers = +self.speakers  # drop the names no message uses any more
+
+    def _resource(self, store, floor: int) -> None:
+        """Sources of the events that reach the rewritten floors (an event's source ends at its last floor)."""
+        ids = [r[0] for r in store.conn.execute("SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ?",
+                                                (self.chat_id, floor))] if floor else list(self.nodes)
+        for node_id in ids:
+            if node_id in self.nodes:
+                self._set_source(self.nodes[node_id])
+
+    def _apply(self, store, node_ids, edge_ids) -> None:
+        graph = GraphView(store.conn, self.chat_id)
+        wanted = set(node_ids)
+        fresh = self._fetch(graph, wanted)
+        parents = {p for i in wanted for p in (getattr(self.nodes.get(i), "parent", None),
+                                                getattr(fresh.get(i), "parent", None)) if p}
+        fresh.update(self._fetch(graph, parents - wanted))  # their children lists changed
+        for node_id in wanted | parents:
+            if node_id in fresh:
+                self._put(fresh[node_id])
+            else:
+                self._drop(node_id)
+        edge_ids = list(edge_ids)
+        for start in range(0, len(edge_ids), _CHUNK):
+            chunk = edge_ids[start:start + _CHUNK]
+            found = {r[0]: (r[1], r[2]) for r in store.conn.execute(
+                f"SELECT id, source, target FROM edges WHERE chat_id=? AND id IN ({', '.join('?' * len(chunk))})",
+                (self.chat_id, *chunk))}
+            for edge_id in chunk:
+                self._unlink(edge_id)
+                if edge_id in found:
+                    self._link(edge_id, *found[edge_id])
+
+    @staticmethod
+    def _fetch(graph: GraphView, ids: set[str]) -> dict[str, Node]:
+        ids, found = list(ids), {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            for node in graph._nodes(f"id IN ({', '.join('?' * len(chunk))})", tuple(chunk)):
+                found[node.id] = node
+        return found
+
+    def _put(self, node: Node) -> None:
+        self._drop(node.id)
+        self.nodes[node.id] = node
+        if not node.archived:
+            self.active.setdefault(node.type, {})[node.id] = node
+            bisect.insort(self.active_order.setdefault(node.type, []), (node.floor_from, node.id))
+        self._dirty.add(node.id)
+        self._dirty.update(self.adjacent.get(node.id, ()))  # whether it is an event decides their context
+        document = self.documents[node.id] = node_document(node, self.schema)
+        self.bm25.set(node.id, f"{node.title}\n{document}")
+        self._set_source(node)
+        if node.type in self.event_types:
+            key = (node.floor_from, node.floor_to, node.created_at, node.id)
+            self._chain_key[node.id] = (node.type, node.level, key)
+            bisect.insort(self.chains.setdefault((node.type, node.level), []), key)
+            self._chain_around(node.id)
+
+    def _drop(self, node_id: str) -> None:
+        node = self.nodes.pop(node_id, None)
+        if node is None:
+            return
+        if self.active.get(node.type, {}).pop(node_id, None) is not None:
+            order = self.active_order[node.type]
+            del order[bisect.bisect_left(order, (node.floor_from, node_id))]
+        self._dirty.add(node_id)
+        self._dirty.update(self.adjacent.get(node_id, ()))
+        self._chain_around(node_id)
+        self.documents.pop(node_id, None)
+        self.bm25.remove(node_id)
+        if self.sources.pop(node_id, None) is not None:
+            self.source_bm25.remove(node_id)
+        if (found := self._chain_key.pop(node_id, None)) is not None:
+            chain = self.chains[found[:2]]
+            del chain[bisect.bisect_left(chain, found[2])]
+
+    def _set_source(self, node: Node) -> None:
+        source = source_document(node, self.lines, self.event_types)
+        if source == self.sources.get(node.id, ""):
+            return
+        if source:
+            self.sources[node.id] = source
+            self.source_bm25.set(node.id, source)
+        else:
+            self.sources.pop(node.id, None)
+            self.source_bm25.remove(node.id)
+
+    def _link(self, edge_id: str, source: str, target: str) -> None:
+        self._dirty.update((source, target))
+        self.edges[edge_id] = (source, target)
+        self.adjacent.setdefault(source, Counter())[target] += 1
+        self.adjacent.setdefault(target, Counter())[source] += 1
+
+    def _unlink(self, edge_id: str) -> None:
+        ends = self.edges.pop(edge_id, None)
+        if ends is None:
+            return
+        self._dirty.update(ends)
+        for a, b in (ends, ends[::-1]):
+            near = self.adjacent.get(a)
+            if near is not None:
+                near[b] -= 1
+                if near[b] <= 0:
+                    del near[b]
+                if not near:
+                    del self.adjacent[a]
+
+    # ---- what recall reads ---------------------------------------------------------------------
+    def neighbours(self) -> Neighbours:
+        """Every node's linked nodes (a mapping: node id -> ids)."""
+        return Neighbours(self, context=False)
+
+    def context(self) -> Neighbours:
+        """The context of each event-type node: linked events, and the previous and next node of its type and
+        level in story order."""
+        return Neighbours(self, context=True)
+
+    def typed(self) -> TypedNodes:
+        return TypedNodes(self)
+
+
+class Neighbours:
+    """A read-only mapping over the state's links, worked out per node on demand (recall asks for a few hundred)."""
+
+    def __init__(self, state: ChatState, context: bool):
+        self.state, self.context = state, context
+
+    def get(self, node_id: str, default=()):
+        state = self.state
+        near = state.adjacent.get(node_id)
+        if not self.context:
+            return set(near) if near else default
+        return state.context_map.get(node_id, default)
+
+    def __contains__(self, node_id: str) -> bool:
+        return bool(self.get(node_id))
+
+
+class TypedNodes:
+    """The part of `GraphView` that `persistent_nodes` uses, answered from the state (active nodes of a type)."""
+
+    def __init__(self, state: ChatState):
+        self.state = state
+
+    def nodes(self, type: str | None = None, archived: bool | None = False, **_) -> list[Node]:
+        if type is not None and archived is False:
+            active = self.state.active.get(type, {})
+            return [active[i] for _, i in self.state.active_order.get(type, ())]  # already in (floor_from, id) order
+        else:
+            found = [n for n in self.state.nodes.values() if (type is None or n.type == type)
+                     and (archived is None or n.archived == archived)]
+        found.sort(key=_BY_FLOOR)
+        return found
+
+
+_BY_FLOOR = attrgetter("floor_from", "id")
+
+
+@lru_cache(maxsize=65536)
+def cached_day(label: str | None):
+    return day_of(label)
