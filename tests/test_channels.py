@@ -117,7 +117,8 @@ def test_service_panel_and_proxy_follow_the_channel(tmp_path):
                                            upstream=upstream.url))
     wire = [{"role": m.role, "name": m.name, "text": m.text} for m in messages()]
     try:
-        with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=60) as client:
+        with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=60,
+                                                     headers={"x-curator-client": "test"}) as client:
             for channel in CHANNELS:
                 settings = {"extraction": {"channel": channel}}
                 # the service: a sync queues the job that writes what is due

@@ -192,7 +192,8 @@ def test_the_service_recall_takes_the_turns(tmp_path):
     turns = _chat_with_a_key(memory)
     wire = [{"role": m.role, "name": m.name, "text": m.text} for m in turns]
     with ThreadedServer(create_app(memory, ServiceConfig())) as server, \
-            httpx2.Client(base_url=server.url + "/api/v1", timeout=60) as client:
+            httpx2.Client(base_url=server.url + "/api/v1", timeout=60,
+                          headers={"x-curator-client": "test"}) as client:
         answer = client.post("/chats/k/recall", json={"turns": wire}).json()
         assert answer["query"] == "What did she say it opens?"
         assert "e_key" in {row["id"] for row in answer["blocks"]["recalled"]}

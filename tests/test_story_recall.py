@@ -146,7 +146,8 @@ def test_the_http_recall_takes_the_speaker(tale):
     from curator.service.server.runner import ThreadedServer
 
     app = create_app(tale, ServiceConfig(model=scripted_model()))
-    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30) as client:
+    with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1", timeout=30,
+                                                     headers={"x-curator-client": "test"}) as client:
         views = {}
         for speaker in ("Cole", "Bram"):
             answer = client.post("/chats/tale/recall", json={"query": "who forged the ledger?", "speaker": speaker})
