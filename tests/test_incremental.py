@@ -10,7 +10,7 @@ import pytest
 
 from curator.errors import CuratorError
 from curator.recall.engine import MENTIONED_SQL, Recaller
-from curator.recall.injection import persistent_nodes, rank_persistent
+from curator.recall.persistent import plan_persistent
 from curator.recall.lexical import BM25, LiveBM25
 from curator.recall.pool import build_pool
 from curator.recall.state import ChatState
@@ -211,12 +211,13 @@ def test_recall_after_commits_matches_a_fresh_recaller(memory, monkeypatch):
     def check():
         state = recaller.state("road")
         latest = recaller._latest_floor("road")
-        ranked, pool = recaller._pool_for("road", state, latest, memory.settings.recall)
+        opts = memory.settings.recall
+        plan, pool = recaller._pool_for("road", state, latest, opts)
         fresh = ChatState("road")
         fresh.refresh(memory.store)
-        kept, _ = persistent_nodes(fresh.typed(), fresh.schema, latest)
-        assert vars(pool) == vars(build_pool(fresh, kept, None))  # the pool followed the commit exactly
-        assert ranked == rank_persistent(kept)
+        fresh_plan = plan_persistent(fresh.typed(), fresh.schema, latest, opts.budget_tokens, opts.max_per_type)
+        assert vars(pool) == vars(build_pool(fresh, fresh_plan.kept, None))  # the pool followed the commit exactly
+        assert plan.kept == fresh_plan.kept and plan.left == fresh_plan.left
         for query in queries:
             ours = recaller.recall("road", query)
             theirs = Recaller(memory.store, memory.settings, memory.index).recall("road", query)

@@ -47,7 +47,7 @@ def test_every_active_node_is_persistent_or_a_recall_candidate(memory):
     for budget in (200, 1500):
         opts = memory.settings.recall.model_copy(update={"budget_tokens": budget, "max_per_type": 0})
         recaller.recall("long", "barrels", options=opts)
-        plan, pool = next(v for k, v in recaller._pools.items() if k[4] == budget)
+        plan, pool = next(v for k, v in recaller._pools.items() if k[5] == budget)  # key: (..., budget, cap)
         kept = {n.id for n in plan.kept}
         active = {n.id for n in memory.graph("long").nodes()}
         assert active == kept | set(pool.nodes) and not kept & set(pool.nodes)

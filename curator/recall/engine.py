@@ -84,7 +84,7 @@ class Recaller:
         self._results: OrderedDict[tuple, Injection] = OrderedDict()
         self._synced: dict[str, tuple] = {}
         self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
-        self._last_pool: dict[tuple, tuple] = {}  # (chat, horizon) -> the newest pool's key, pool and ranking
+        self._last_pool: dict[tuple, tuple] = {}  # (chat, horizon) -> the newest pool's key, pool and persistent plan
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
                options: RecallSettings | None = None, messages: list | None = None) -> Injection:

@@ -4,8 +4,6 @@ any of them), so a commit costs the pool what it touched."""
 
 from __future__ import annotations
 
-import bisect
-
 from curator.recall.scoring import Pool, top_ancestor
 from curator.recall.state import ChatState, cached_day
 from curator.store.graph import Node
@@ -64,27 +62,3 @@ def _place(pool: Pool, state: ChatState, ids, horizon: int | None) -> None:
                 pool.days[node_id] = day
             if node.type in pool.event_types and (label := (label or "").strip()):
                 pool.scenes[node_id] = label
-
-
-def _rank_key(node: Node) -> tuple:
-    return (-node.level, -node.floor_to, node.id)  # the order of `injection.rank_persistent`, a total one
-
-
-def rerank_persistent(old: list[Node], persistent: list[Node], rank) -> list[Node]:
-    """`rank(persistent)` worked out from `old` (the ranking of the last graph version) by the nodes that came,
-    went or changed: a commit touches a few of thousands. Falls back to `rank` when much changed."""
-    before = {n.id: n for n in old}
-    now = {n.id: n for n in persistent}
-    gone = [n for i, n in before.items() if now.get(i) is not n]
-    came = [n for i, n in now.items() if before.get(i) is not n]
-    if len(gone) + len(came) > 64 or not old:
-        return rank(persistent)
-    keys, nodes = [_rank_key(n) for n in old], list(old)
-    for node in gone:
-        at = bisect.bisect_left(keys, _rank_key(node))
-        del keys[at], nodes[at]
-    for node in came:
-        at = bisect.bisect_left(keys, key := _rank_key(node))
-        keys.insert(at, key)
-        nodes.insert(at, node)
-    return nodes
