@@ -27,7 +27,8 @@ def _curator_exe() -> list[str]:
 def run(*args: str, data: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
     cmd = _curator_exe() + (["--data", str(data)] if data else []) + list(args)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
+    # a hang guard, not a time limit: each command's work is small and bounded (no embedding), whatever the load
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
