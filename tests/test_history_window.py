@@ -8,7 +8,7 @@ import pytest
 from curator.errors import CuratorError
 from curator.llm.tokens import count_tokens
 from curator.service.history_window import history_floors, keep_recent_floors
-from tests.test_proxy import converse, proxy  # noqa: F401 - the fixture
+from test_proxy import converse, proxy  # noqa: F401 - the fixture
 
 MESSAGES = [{"role": "system", "content": "card"}, {"role": "user", "content": "one two"},
             {"role": "assistant", "content": "three"}, {"role": "system", "content": "author's note"},

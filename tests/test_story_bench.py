@@ -4,7 +4,7 @@ since it holds by construction of the views, not by tuning."""
 
 from __future__ import annotations
 
-from tests.test_bench_smoke import RESULT_KEYS, run_quick
+from test_bench_smoke import RESULT_KEYS, run_quick
 
 RESULT_KEYS["pov_recall"] = {"off", "tuned", "shipped"}
 RESULT_KEYS["extract_prompt_size"] = {"types", "system_prompt"}

@@ -14,7 +14,7 @@ from curator.extract.triggers import active_types
 from curator.schemas import load_preset
 from curator.store.messages import Message
 from curator.store.story_time import StoryClock, StoryInputError, parse_segment, region_path
-from tests.test_extractor import Script, chat_messages, extract_next
+from test_extractor import Script, chat_messages, extract_next
 
 
 @pytest.fixture
