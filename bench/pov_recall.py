@@ -16,8 +16,16 @@ ledger?"). Reported, per story:
   who knows it, the speaker's own mistaken belief (labelled as their belief) for C, the public rumour for the others
   (goal >= 0.9);
 - the same with the story features off (every story weight 0), measured in the same run;
-- the share of story-time questions ("What happened on day 12?", about filler events) whose event is injected.
-The weights are chosen on the first story (tuning) from a small grid and reported on the second (held out).
+- the share of story-time questions ("What happened on day 12?", about filler events) whose event is injected;
+- place questions, on a walk with the same characters (a chat of its own per story): a survey notes things in ten
+  places (region paths such as "Vale > Millbrook > Mill", towns and their places, so some are adjacent), each thing
+  (a well, a bell, a dog...) in four places, so its name alone does not say which memory is meant; then the
+  characters walk from place to place (the current region moves with them) and, at each stop, ask about a thing
+  that is here ("Is there a well here?"), one that is only in an adjacent place ("Is there a bell nearby?") and one
+  in another place they name ("What about the dog at the docks?"): the share whose needed memory is injected.
+The point-of-view and story-time weights are chosen on the first story (tuning) from a small grid, then the region
+weights (REGION x ADJACENT, other weights as shipped; no loss on the secret and day questions, no leak), and all
+are reported on the second (held out).
 
     python bench/pov_recall.py [--quick] [--json]
 """
@@ -167,6 +175,127 @@ def evaluate(memory, name: str, facts: list[dict], people: tuple[str, ...]) -> d
             "time_questions": len(days), "time_kept": round(found / len(days), 4) if days else None}
 
 
+# --- regions: a walk through places whose things share names ---------------------------------------------------
+REGION_PLACES = ["Vale > Millbrook > Mill", "Vale > Millbrook > Market", "Vale > Millbrook > Chapel",
+                 "Vale > Millbrook", "Vale > Ashford > Inn", "Vale > Ashford > Forge", "Vale > Ashford",
+                 "Capital > Docks", "Capital > Palace", "Capital > Gardens"]
+FIXTURES = {
+    "well": ["is dry and choked with leaves", "has a rope frayed nearly through", "gives water that tastes of salt",
+             "hides a coin glinting at the bottom", "is fenced off after a child fell in"],
+    "bell": ["is cracked down one side", "rings on its own at midnight", "was cast from melted swords",
+             "has lost its clapper", "is rung only for weddings"],
+    "statue": ["has a broken nose", "is of a drowned saint", "wears a wreath of fresh flowers",
+               "leans as if about to fall", "has a hollow in its base"],
+    "cellar": ["is flooded to the knee", "is locked with a new padlock", "smells of vinegar",
+               "holds barrels of pitch", "has a second door nobody admits to"],
+    "notice board": ["lists a reward for a lost goat", "is covered in tax decrees", "bears a warning about wolves",
+                     "names the debtors of the month", "has a love letter pinned to it"],
+    "dog": ["is a grey hound with one ear", "guards a pile of sacks", "follows anyone who carries bread",
+            "howls when the wind turns", "belongs to nobody"],
+}
+WALK_FILLERS = ["{a} and {b} eat bread and cheese", "{a} counts coins while {b} keeps watch",
+                "{a} and {b} argue about the road ahead", "{a} mends a torn cloak and {b} dozes"]
+PERSISTENT_EVENTS = 4  # the event timeline's cap in the persistent block (see build)
+
+
+def place_name(region: str) -> str:
+    """How the text names a region: a town by its name ('Millbrook'), a place in it as 'the mill'."""
+    name = region.split(" > ")[-1]
+    return name if any(r.startswith(region + " > ") for r in REGION_PLACES) else f"the {name.lower()}"
+
+
+def walk_script(seed: int, people: tuple[str, ...], visits: int, per_fixture: int = 4) -> tuple[list[dict], list[dict]]:
+    """A survey (each place's things noted: every thing is found in several places, so its name alone does not
+    say which memory is meant), then a walk from place to place; at each stop after the first few the characters
+    ask about things, and the questions say which memory they need:
+    - here: the thing is in the current place ("Is there a well here?"): its memory there;
+    - nearby: the thing is not here but in exactly one adjacent place (the same town, or the town itself): that one;
+    - named: the question names another place that has it ("What about the well at the docks?"): that one,
+      although the current place has one too (a region weight too large buries it under the current place).
+    Returns the answers and, per stop, (the number of answers up to it, its questions)."""
+    rng = random.Random(seed)
+    answers, memories = [], {}  # (thing, region) -> summary
+    layout = []
+    for thing, details in FIXTURES.items():
+        for region, detail in zip(rng.sample(REGION_PLACES, per_fixture), rng.sample(details, per_fixture)):
+            layout.append((thing, region, detail))
+    for region in REGION_PLACES:  # fillers: every place holds a few memories about nothing in particular
+        layout += [(None, region, None)] * 2
+    rng.shuffle(layout)
+    day = 0
+    for thing, region, detail in layout:
+        day += 1
+        a, b = rng.sample(people, 2)
+        wider, place = region.rsplit(" > ", 1) if " > " in region else ("", region)
+        base = {"story_time": f"day {day}", "region": place, **({"region_path": wider} if wider else {})}
+        where = place_name(region)
+        where = f"at {where}" if where.startswith("the ") else f"in {where}"
+        if thing:
+            text = f"{a} and {b} note that the {thing} {where} {detail}."
+            memories[(thing, region)] = text
+        else:
+            text = rng.choice(WALK_FILLERS).format(a=a, b=b) + f" {where}."
+        answers.append({"character": [{"name": a}, {"name": b}],
+                        "event": [{"summary": text, "participants": f"{a}, {b}", **base}], "reply": text})
+    stops = []
+    route = rng.sample(REGION_PLACES * 3, visits + PERSISTENT_EVENTS)
+    for i, region in enumerate(route):
+        day += 1
+        a, b = rng.sample(people, 2)
+        wider, place = region.rsplit(" > ", 1) if " > " in region else ("", region)
+        where = place_name(region)
+        text = f"{a} and {b} walk on and reach {where}."
+        answers.append({"event": [{"summary": text, "participants": f"{a}, {b}", "story_time": f"day {day}",
+                                   "region": place, **({"region_path": wider} if wider else {})}], "reply": text})
+        if i < PERSISTENT_EVENTS:  # the newest events are injected anyway: ask once the survey has left them
+            continue
+        questions = []
+        for thing in rng.sample(list(FIXTURES), len(FIXTURES)):
+            holders = [r for r in REGION_PLACES if (thing, r) in memories]
+            near = [r for r in holders if r != region and story.adjacent(r, region)]
+            far = [r for r in holders if r != region and not story.adjacent(r, region)]
+            if region in holders and not any(q["kind"] == "here" for q in questions):
+                ask = rng.choice(["Is there a {t} here?", "What about the {t}?", "What do we know of the {t} here?"])
+                questions.append({"kind": "here", "query": ask.format(t=thing), "needed": memories[(thing, region)]})
+            elif region not in holders and len(near) == 1 and not any(q["kind"] == "nearby" for q in questions):
+                ask = rng.choice(["Is there a {t} nearby?", "Where is the nearest {t}?"])
+                questions.append({"kind": "nearby", "query": ask.format(t=thing), "needed": memories[(thing, near[0])]})
+            if region in holders and far and not any(q["kind"] == "named" for q in questions):
+                other = rng.choice(far)
+                there = place_name(other)
+                there = f"at {there}" if there.startswith("the ") else f"in {there}"
+                questions.append({"kind": "named", "query": f"What about the {thing} {there}?",
+                                  "needed": memories[(thing, other)]})
+        stops.append({"answers": len(answers), "speaker": a, "questions": questions})
+    return answers, stops
+
+
+def build_walk(memory, name: str, answers: list[dict], stops: list[dict]) -> list[tuple[str, dict]]:
+    """One chat per stop, holding the story up to it (the current region is where that stop is)."""
+    chats = []
+    for k, stop in enumerate(stops):
+        chat = f"{name}-walk{k}"
+        build(memory, chat, answers[:stop["answers"]])
+        chats.append((chat, stop))
+    return chats
+
+
+def evaluate_walk(memory, chats: list[tuple[str, dict]]) -> dict:
+    """The share of place questions whose needed memory is in the injection, overall and per kind."""
+    kept: dict[str, list[int]] = {}
+    misses = []
+    for chat, stop in chats:
+        for q in stop["questions"]:
+            injection = memory.recall(chat, q["query"], speaker=stop["speaker"], max_results=MAX_RESULTS)
+            ok = any(c.node.fields.get("summary") == q["needed"] for c in injection.recalled + injection.persistent)
+            kept.setdefault(q["kind"], []).append(ok)
+            if not ok and len(misses) < 5:
+                misses.append(f"{chat}: {q['query']}")
+    every = [x for v in kept.values() for x in v]
+    return {"questions": len(every), "kept": round(sum(every) / len(every), 4) if every else None,
+            "by_kind": {k: round(sum(v) / len(v), 4) for k, v in sorted(kept.items())}, "misses": misses}
+
+
 def set_weights(values: dict[str, float]) -> None:
     for key, value in values.items():
         setattr(story, key, value)
@@ -174,25 +303,35 @@ def set_weights(values: dict[str, float]) -> None:
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
-    secrets, fillers = (4, 6) if args.quick else (10, 20)
+    secrets, fillers, visits = (4, 6, 4) if args.quick else (10, 20, 16)
     shipped = {k: getattr(story, k) for k in WEIGHTS}
     off = {k: 0.0 for k in WEIGHTS}
     grid = [{"KNOWN_BONUS": known, "UNKNOWN_PENALTY": unknown, "OWN_POV_BONUS": pov, "OTHER_POV_PENALTY": pov}
             for known, unknown, pov in itertools.product((0.5, 1.0, 2.0), (0.5, 1.5, 3.0), (0.5, 1.0))]
+    region_grid = [{"REGION_BONUS": region, "ADJACENT_BONUS": adjacent}
+                   for region, adjacent in itertools.product((0.0, 0.25, 0.5, 1.0), (0.0, 0.1, 0.25, 0.5))]
     if args.quick:
         grid = grid[::6]
+        region_grid = [c for c in region_grid if c["REGION_BONUS"] in (0.0, 0.5) and c["ADJACENT_BONUS"] in (0.0, 0.25)]
     results: dict[str, dict] = {}
     with TempMemory() as tmp:
         memory = tmp.memory
-        facts_of = {}
+        facts_of, walks = {}, {}
         for name, (seed, people) in STORIES.items():
             started = now()
             answers, facts = script(seed, people, secrets, fillers)
             build(memory, name, answers)
             facts_of[name] = (facts, people)
-            progress(f"{name}: {len(answers)} replies extracted in {now() - started:.1f}s")
+            walk_answers, stops = walk_script(seed + 100, people, visits)
+            walks[name] = build_walk(memory, name, walk_answers, stops)
+            progress(f"{name}: {len(answers)} replies extracted, and {len(stops)} walk stops "
+                     f"({len(walk_answers)} replies at most) in {now() - started:.1f}s")
+
+        def measure(names=STORIES) -> dict:
+            return {n: {**evaluate(memory, n, *facts_of[n]), "region": evaluate_walk(memory, walks[n])} for n in names}
+
         set_weights(off)
-        results["off"] = {n: evaluate(memory, n, *facts_of[n]) for n in STORIES}
+        results["off"] = measure()
         tuned = []
         for combo in grid:  # the point-of-view weights, on the secret questions
             started = now()
@@ -207,25 +346,51 @@ def main() -> None:
             row = evaluate(memory, "tune", *facts_of["tune"])
             times.append(((row["time_kept"], row["kept"]), -bonus, bonus))
         best["STORY_TIME_BONUS"] = max(times)[2]
+        # then the region weights, on the walk's place questions; the secret and day questions must not lose
+        regions = []
+        for combo in region_grid:
+            started = now()
+            set_weights({**shipped, **combo})
+            row = measure(["tune"])["tune"]
+            secrets = {k: row[k] for k in ("leaks", "kept", "time_kept")}
+            regions.append({**combo, "tune": row["region"], "tune_secrets": secrets})
+            progress(f"{combo}: place questions kept {row['region']['kept']} {row['region']['by_kind']}, "
+                     f"secrets kept {row['kept']}, leaks {row['leaks']} ({now() - started:.1f}s)")
+        base = next(r["tune_secrets"] for r in regions if not r["REGION_BONUS"] and not r["ADJACENT_BONUS"])
+        fair = [r for r in regions if r["tune_secrets"]["leaks"] == 0 and r["tune_secrets"]["kept"] >= base["kept"]
+                and (r["tune_secrets"]["time_kept"] or 0) >= (base["time_kept"] or 0)]  # no loss elsewhere
+        chosen = max(fair or regions,
+                     key=lambda r: (r["tune"]["kept"], r["tune_secrets"]["kept"], r["tune_secrets"]["time_kept"],
+                                    -(r["REGION_BONUS"] + r["ADJACENT_BONUS"])))
+        best.update(REGION_BONUS=chosen["REGION_BONUS"], ADJACENT_BONUS=chosen["ADJACENT_BONUS"])
         progress(f"best on tune: {best}")
         set_weights({**shipped, **best})
-        results["tuned"] = {n: evaluate(memory, n, *facts_of[n]) for n in STORIES}
+        results["tuned"] = measure()
         set_weights(shipped)
-        results["shipped"] = {n: evaluate(memory, n, *facts_of[n]) for n in STORIES}
+        results["shipped"] = measure()
+        results["region_grid"] = regions
     report = {"benchmark": "pov_recall", "quick": args.quick, "env": environment(),
-              "params": {"secrets": secrets, "fillers": fillers, "grid": len(grid), "shipped": shipped, "best": best},
+              "params": {"secrets": secrets, "fillers": fillers, "visits": visits, "grid": len(grid),
+                         "region_grid": len(region_grid), "shipped": shipped, "best": best},
               "results": results}
 
     def render(r: dict) -> str:
         rows = [(f"{weights}: {story_name}", m["injections"], m["leaks"], m["kept"], m["time_kept"],
-                 ", ".join(m["misses"][:2]))
-                for weights, by_story in r["results"].items() for story_name, m in by_story.items()]
+                 m["region"]["questions"], m["region"]["kept"],
+                 " ".join(f"{k} {v:g}" for k, v in m["region"]["by_kind"].items()), ", ".join(m["misses"][:2]))
+                for weights, by_story in r["results"].items() if weights != "region_grid"
+                for story_name, m in by_story.items()]
+        grid_rows = [(g["REGION_BONUS"], g["ADJACENT_BONUS"], g["tune"]["kept"],
+                      " ".join(f"{k} {v:g}" for k, v in g["tune"]["by_kind"].items()), g["tune_secrets"]["kept"],
+                      g["tune_secrets"]["leaks"], g["tune_secrets"]["time_kept"]) for g in r["results"]["region_grid"]]
         return (table(["weights: story", "injections", "leak share", "kept share", "day questions kept",
-                       "first misses"], rows)
+                       "place questions", "place kept", "by kind", "first misses"], rows)
+                + "\n\nregion grid on the tuning story (other weights as shipped)\n"
+                + table(["REGION", "ADJACENT", "place kept", "by kind", "secrets kept", "leak share",
+                         "day questions kept"], grid_rows)
                 + f"\nshipped weights {r['params']['shipped']}\nbest on tune {r['params']['best']}")
 
     emit(args, report, render)
-
 
 if __name__ == "__main__":
     main()

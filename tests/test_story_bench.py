@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from test_bench_smoke import RESULT_KEYS, run_quick
 
-RESULT_KEYS["pov_recall"] = {"off", "tuned", "shipped"}
+RESULT_KEYS["pov_recall"] = {"off", "tuned", "shipped", "region_grid"}
 RESULT_KEYS["extract_prompt_size"] = {"types", "system_prompt"}
 
 
@@ -16,6 +16,12 @@ def test_pov_recall_quick():
         for story in ("tune", "held_out"):
             row = results[weights][story]
             assert row["injections"] > 0 and row["leaks"] == 0 and 0 <= row["kept"] <= 1
+            place = row["region"]  # the walk's place questions ("Is there a well here?")
+            assert place["questions"] > 0 and 0 <= place["kept"] <= 1
+            assert set(place["by_kind"]) <= {"here", "nearby", "named"}
+    grid = results["region_grid"]  # region weights off and a grid, on the tuning story
+    assert any(g["REGION_BONUS"] == 0 and g["ADJACENT_BONUS"] == 0 for g in grid)
+    assert all(g["tune_secrets"]["leaks"] == 0 and 0 <= g["tune"]["kept"] <= 1 for g in grid)
 
 
 def test_extract_prompt_size_quick():
