@@ -71,12 +71,24 @@ def open_memory(existing: bool = False) -> Memory:
 
 def require_models(*tasks: str) -> None:
     """Stop before anything is created when a task has no model profile (the error carries the settings hint)."""
+    settings = _settings()
+    for task in tasks:
+        settings.profile_for(task)
+
+
+def require_channel_models() -> None:
+    """`require_models` for the writers of the configured `extraction.channel` (none for `off`)."""
+    from curator.extract.channel import writers_of
+
+    task = {"extractor": "extract", "curator": "curate"}
+    require_models(*(task[writer] for writer in writers_of(_settings().extraction.channel)))
+
+
+def _settings():
     from curator.paths import data_dir
     from curator.settings import load_settings
 
-    settings = load_settings(data_dir(state["data"]))  # reads config.yaml if there is one; creates nothing
-    for task in tasks:
-        settings.profile_for(task)
+    return load_settings(data_dir(state["data"]))  # reads config.yaml if there is one; creates nothing
 
 
 def _is_schema_error(exc: Exception) -> bool:

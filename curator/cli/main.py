@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from curator.cli import console
-from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_models, state
+from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_channel_models, state
 from curator.errors import CuratorError
 from curator.paths import example_file
 
@@ -205,14 +205,12 @@ def ingest(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from curator.extract.ingest import chat_messages
-    from curator.settings import load_settings
-    from curator.paths import data_dir
 
     # Before anything is created: the file must be a chat, and the writing channel needs its model (unless
     # `--limit 0` asks to store the messages only).
     chat_messages(file)
-    channel = load_settings(data_dir(state["data"])).extraction.channel if limit != 0 else "off"
-    require_models(*{"extractor": ("extract",), "curator": ("curate",), "both": ("extract", "curate")}.get(channel, ()))
+    if limit != 0:
+        require_channel_models()
     with open_memory() as memory, Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
         TimeRemainingColumn(), TextColumn("{task.fields[cost]}"), console=console.err, disable=json_,

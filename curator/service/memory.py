@@ -41,6 +41,7 @@ class Memory:
         self._settings = settings
         self._index: VectorIndex | None = None
         self._recaller: Recaller | None = None
+        self._compress_failures: dict[str, int] = {}  # chat -> floor of its last failed compression (pipeline)
 
     @property
     def settings(self) -> Settings:
@@ -165,7 +166,7 @@ class Memory:
 
         maintainer = self.maintainer(summarize_model)
 
-        failures = self.__dict__.setdefault("_compress_failures", {})
+        failures = self._compress_failures
 
         async def run(chat_id: str, floor: int) -> list:
             report = await compress_due(maintainer, chat_id, floor, failures)

@@ -84,31 +84,16 @@ async def pass_through(request: Request, path: str) -> Response:
     return Response(upstream.content, status_code=upstream.status_code, headers=passed)
 
 
-@router.get("/v1/models")
-async def models(request: Request):
-    return await pass_through(request, "models")
+def _endpoint(path: str):
+    async def relay(request: Request):
+        return await pass_through(request, path)
+
+    relay.__name__ = f"pass_{path}"
+    return relay
 
 
-@router.get("/v1/chats/{chat_id}/models")
-async def chat_models(request: Request, chat_id: str):
-    return await pass_through(request, "models")
-
-
-@router.post("/v1/embeddings")
-async def embeddings(request: Request):
-    return await pass_through(request, "embeddings")
-
-
-@router.post("/v1/chats/{chat_id}/embeddings")
-async def chat_embeddings(request: Request, chat_id: str):
-    return await pass_through(request, "embeddings")
-
-
-@router.post("/v1/completions")
-async def text_completions(request: Request):
-    return await pass_through(request, "completions")
-
-
-@router.post("/v1/chats/{chat_id}/completions")
-async def chat_text_completions(request: Request, chat_id: str):
-    return await pass_through(request, "completions")
+# The endpoints a front end checks or uses besides chat completions, at /v1 and under a chat's URL.
+for _method, _path in (("GET", "models"), ("POST", "embeddings"), ("POST", "completions")):
+    for _prefix in ("/v1", "/v1/chats/{chat_id}"):
+        router.add_api_route(f"{_prefix}/{_path}", _endpoint(_path), methods=[_method],
+                             name=f"{_path}{'_in_chat' if 'chat_id' in _prefix else ''}")
