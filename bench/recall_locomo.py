@@ -12,6 +12,7 @@ tune (conv-26, conv-41, conv-43) and for the two held out (conv-47, conv-49)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -96,6 +97,19 @@ def mean(rows: list[dict]) -> dict:
     return {m: round(sum(r[m] for r in rows) / len(rows), 4) for m in rows[0]} if rows else {}
 
 
+@contextlib.contextmanager
+def _fusion(weights: tuple[float, float, float]):
+    """Recall's dense, lexical and source weights set to `weights` for the block (the shipped ones afterwards)."""
+    from curator.recall import engine, scoring
+
+    shipped = scoring.DENSE_WEIGHT, scoring.LEXICAL_WEIGHT, engine.SOURCE_WEIGHT
+    scoring.DENSE_WEIGHT, scoring.LEXICAL_WEIGHT, engine.SOURCE_WEIGHT = weights
+    try:
+        yield
+    finally:
+        scoring.DENSE_WEIGHT, scoring.LEXICAL_WEIGHT, engine.SOURCE_WEIGHT = shipped
+
+
 def _recall_all(memory, name: str, items: list[dict], qs: list[dict], covers: dict, latency: dict,
                 methods: tuple) -> dict[str, list[dict]]:
     bm25 = BM25([item["text"] for item in items])
@@ -104,6 +118,14 @@ def _recall_all(memory, name: str, items: list[dict], qs: list[dict], covers: di
     rows: dict[str, list[dict]] = {m: [] for m in methods}
     for q in qs:
         question = q["question"]
+        for method in methods:
+            if method.startswith("hybrid["):  # the same recall under other fusion weights (--fusion)
+                weights = tuple(float(w) for w in method[7:-1].split(","))
+                started = now()
+                with _fusion(weights):
+                    injection = memory.recall(name, question, max_results=20, top_k=50, budget_tokens=100_000)
+                latency[method].append(now() - started)
+                rows[method].append(score([covers[c.node.id] for c in injection.recalled], q["evidence"]))
         for mode in ("hybrid", "rag"):
             started = now()
             injection = memory.recall(name, question, mode=mode, max_results=20, top_k=50, budget_tokens=100_000)
@@ -134,6 +156,9 @@ def main() -> None:
                                  "both: direct, then the same chats re-dated through the clock and recalled again "
                                  "(method hybrid_normalised), in one run")
         parser.add_argument("--conv", action="append", help="only these conversations (repeatable)")
+        parser.add_argument("--fusion", action="append", default=[], metavar="D,L,S",
+                            help="also recall (hybrid) with these dense, lexical and source weights (repeatable); "
+                                 "reported as method hybrid[D,L,S] beside the shipped weights")
         parser.add_argument("--model", default=None, help="local embedding model (default: the configured one)")
         parser.add_argument("--source-query-vector", action=argparse.BooleanOptionalAction, default=None,
                             help="embed the query a second time without the speakers' names for the sources "
@@ -153,7 +178,8 @@ def main() -> None:
     args.source_query_vector = engine.SOURCE_QUERY_VECTOR
     if args.quick:
         convs = convs[:1]
-    methods = ("hybrid", "rag", "bm25", "chroma") + (("hybrid_normalised",) if args.story_time == "both" else ())
+    methods = ("hybrid", "rag", "bm25", "chroma") + (("hybrid_normalised",) if args.story_time == "both" else ()) \
+        + tuple(f"hybrid[{w}]" for w in args.fusion)
     per_conv: dict[str, dict[str, list[dict]]] = {}
     latency: dict[str, list[float]] = {m: [] for m in methods}
     with TempMemory() as tmp:

