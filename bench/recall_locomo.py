@@ -97,6 +97,28 @@ def mean(rows: list[dict]) -> dict:
     return {m: round(sum(r[m] for r in rows) / len(rows), 4) for m in rows[0]} if rows else {}
 
 
+def _split_sources(index, model: str) -> None:
+    """The split design, for this run only: events' sources embedded and searched with `model`, node documents
+    (and their query) with the index's own embedder."""
+    from curator.vectors.embeddings import EmbeddingProfile, make_embedder
+    from curator.vectors.index import SOURCES
+
+    other = make_embedder(EmbeddingProfile(model=model))
+    embed, query = index._embed, index._query
+
+    def embed_split(batch, report, kept, source):
+        if not source or not batch:
+            return embed(batch, report, kept, source)
+        return list(zip(batch, other.embed_documents([doc for _, doc in batch])))
+
+    def query_split(chat_id, kind, text, k, vectors):
+        if kind != SOURCES or not text.strip():
+            return query(chat_id, kind, text, k, vectors)
+        return query(chat_id, kind, text, k, {text: other.embed_queries([text])[0]})
+
+    index._embed, index._query = embed_split, query_split
+
+
 @contextlib.contextmanager
 def _fusion(weights: tuple[float, float, float]):
     """Recall's dense, lexical and source weights set to `weights` for the block (the shipped ones afterwards)."""
@@ -159,6 +181,8 @@ def main() -> None:
         parser.add_argument("--fusion", action="append", default=[], metavar="D,L,S",
                             help="also recall (hybrid) with these dense, lexical and source weights (repeatable); "
                                  "reported as method hybrid[D,L,S] beside the shipped weights")
+        parser.add_argument("--split-sources", metavar="MODEL",
+                            help="the split design: events' sources embedded with this local model, nodes with --model")
         parser.add_argument("--model", default=None, help="local embedding model (default: the configured one)")
         parser.add_argument("--source-query-vector", action=argparse.BooleanOptionalAction, default=None,
                             help="embed the query a second time without the speakers' names for the sources "
@@ -188,6 +212,8 @@ def main() -> None:
             from curator.vectors.embeddings import EmbeddingProfile
 
             memory._settings = memory.settings.model_copy(update={"embedding": EmbeddingProfile(model=args.model)})
+        if args.split_sources:
+            _split_sources(memory.index, args.split_sources)
         schema_path = tmp.path / "locomo.yaml"
         schema_path.write_text(SCHEMA, encoding="utf-8")
         for conv in convs:
@@ -250,7 +276,7 @@ def main() -> None:
               "params": {"conversations": list(per_conv), "link_sessions": args.link_sessions,
                          "story_time": args.story_time,
                          "source_query_vector": args.source_query_vector,
-                         "embedding": args.model or "configured",
+                         "embedding": args.model or "configured", "split_sources": args.split_sources,
                          "questions": sum(len(v["hybrid"]) for v in per_conv.values())},
               "results": {"metrics": results, "latency": {m: latency_summary(v) for m, v in latency.items() if v}}}
 
@@ -263,7 +289,8 @@ def main() -> None:
         return table(["split: method", "R@5", "R@10", "R@20", "MRR", "p50 ms"], lines) + \
             f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}; " \
             f"story_time={r['params']['story_time']}; " \
-            f"source_query_vector={r['params']['source_query_vector']}; embedding={r['params']['embedding']}"
+            f"source_query_vector={r['params']['source_query_vector']}; embedding={r['params']['embedding']}" \
+            + (f"; sources embedded with {r['params']['split_sources']}" if r["params"]["split_sources"] else "")
 
     emit(args, report, render)
 

@@ -41,3 +41,27 @@ def test_e5_first_n_embeds_only_the_start_of_long_documents():
 def test_an_unknown_local_model_names_the_known_ones():
     with pytest.raises(CuratorError, match="static-e5"):
         make_embedder(EmbeddingProfile(model="e5-large"))
+
+
+def test_static_vectors_are_a_mean_of_piece_rows(tmp_path):
+    from curator.vectors.static_e5 import StaticE5, spm_vocabulary
+
+    pieces = len(spm_vocabulary()[0])
+    rng = np.random.default_rng(3)
+    path = tmp_path / "vectors.npz"
+    np.savez_compressed(path, vectors=rng.integers(-127, 128, (pieces, 8), dtype=np.int8),
+                        scales=np.full(pieces, 0.5, np.float32))
+    model = StaticE5(path)
+    ids = cached_tokenizer().encode(TEXTS[1], add_special_tokens=False).ids
+    rows = model.encode([TEXTS[1], ""])
+    assert np.allclose(rows[0], model.vectors[ids].mean(axis=0)) and not rows[1].any()
+    assert np.allclose(model.vectors[ids[0]], np.load(path)["vectors"][ids[0]] * 0.5)
+
+
+def test_static_e5_without_its_vectors_says_how_to_build_them(monkeypatch, tmp_path):
+    from curator.vectors import static_e5
+
+    monkeypatch.setattr(static_e5, "shipped_vectors", lambda: tmp_path / "absent.npz")
+    with pytest.raises(CuratorError, match="not installed") as caught:
+        make_embedder(EmbeddingProfile(model="static-e5")).embed_documents(["a"])
+    assert "distill_static_e5.py" in caught.value.hint

@@ -162,12 +162,17 @@ class Static64(_Local):
 
 class StaticE5Embedder(_Local):
     """Static token vectors distilled from multilingual-e5-small (curator/vectors/static_e5.py): a tokenizer pass
-    and a mean of int8 rows, thousands of texts per CPU-second, multilingual; weights ship inside curator."""
+    and a mean of int8 rows, thousands of texts per CPU-second, multilingual. The study's candidate: its vectors
+    are not shipped (it did not reach the recall bar, bench/README.md); `studies/distill_static_e5.py` builds them."""
 
     def _load(self):
-        from curator.vectors.static_e5 import StaticE5
+        from curator.vectors.static_e5 import StaticE5, shipped_vectors
 
-        return StaticE5()
+        path = shipped_vectors()
+        if not path.exists():
+            raise CuratorError(f"the static-e5 embedder's vectors are not installed ({path})",
+                               "build them offline: python studies/distill_static_e5.py embed, then build")
+        return StaticE5(path)
 
     def _documents(self, texts: list[str]) -> np.ndarray:
         return _normalized(self._model().encode(list(texts)))

