@@ -19,7 +19,8 @@ from _common import TempMemory, emit, environment, latency_summary, now, parse_a
 
 from curator.vectors.embeddings import EmbeddingProfile, make_embedder
 from curator.store.messages import Message
-from curator.vectors.index import SOURCES, _digest, _metadata, embedded_source, node_document, source_document
+from curator.vectors.documents import node_document, source_floors
+from curator.vectors.index import SOURCES, _digest, _metadata
 
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas", "Tamsin", "Oskar", "Liane", "Hedda", "Corin"]
 PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks", "the temple", "the market"]
@@ -65,7 +66,8 @@ def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> fl
     for start in range(0, len(nodes), 5000):
         batch = nodes[start:start + 5000]
         documents = [node_document(n, schema) for n in batch]
-        sources = ["" if n.archived else embedded_source(source_document(n, lines, {"event"})) for n in batch]
+        sources = ["\n".join(index.messages.documents(lines, source_floors(n, lines, {"event"})).values())
+                   for n in batch]  # as the index writes them (the vector: random, like the nodes')
         for collection, docs in zip(collections, (documents, sources)):
             ids = [(n.id, d) for n, d in zip(batch, docs) if d]
             vectors = np.random.default_rng(start).normal(size=(len(ids), dim)).astype(np.float32)

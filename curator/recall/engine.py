@@ -57,6 +57,7 @@ LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost fla
 SOURCE_QUERY_VECTOR = True
 
 
+LEAVES_PER_RECALL = 24  # deferred leaf sources one recall may embed (the rest wait for the next)
 STATES_KEPT = 256  # chats whose recall state stays in memory
 # Names by the primary key (chat, name): with a join or DISTINCT SQLite walks the whole by-node index instead.
 MENTIONED_SQL = "SELECT node_id FROM node_names WHERE chat_id=? AND name IN ({})"
@@ -219,6 +220,9 @@ class Recaller:
 
         # the recent turns: each part scored on its own, then fused by weight (curator/recall/query.py)
         fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
+        if self._source_leaves(chat_id, state, fused, pool, opts.max_results):  # their sources were deferred
+            first.clear()
+            fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
         by_source, lexical, dense = first[0]
         with state.lock:
             fused = date_bonus(fused, query, pool)
@@ -235,6 +239,17 @@ class Recaller:
         if opts.expand and not opts.llm_rerank:
             chosen = expand(graph, chosen, pool, opts.max_results)
         return annotate(chosen, story_reasons)
+
+    def _source_leaves(self, chat_id: str, state: ChatState, fused: dict[str, float], pool: Pool, limit: int) -> bool:
+        """Embed the deferred sources of the leaves folded under the best candidates (an archived leaf's source
+        waits until a recall needs it: `vectors/index.py`); True when any was, so the query is scored again."""
+        if self.index is None or not pool.leaves:
+            return False
+        top = {node_id for node_id, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:3 * limit]}
+        with state.lock:
+            leaves = [leaf for leaf, ancestor in pool.leaves.items() if ancestor in top and leaf in state.sources]
+        needed = self.index.unsourced(chat_id, leaves)[:LEAVES_PER_RECALL]
+        return bool(needed) and self.index.embed_sources(chat_id, needed).sources_embedded > 0
 
     def _lexical_scores(self, chat_id: str, version: int, graph: GraphView, query: str, source_query: str,
                         pool: Pool) -> tuple[dict[str, float], dict[str, float], set[str]]:
