@@ -50,11 +50,12 @@ from curator.vectors.index import VectorIndex
 
 DENSE_POOL = 200  # vector candidates scored per query
 LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
-# Sources are searched by meaning with a second vector, of the query without the speakers' names. It costs a second
-# model call per recall, and pays for itself: LoCoMo dev hybrid R@10 0.715 with it, 0.698 with the query's own
-# vector (bench/recall_locomo.py, with and without --source-query-vector, same built chats). BM25 over sources
-# always uses the query without names.
-SOURCE_QUERY_VECTOR = True
+# Sources could be searched with a second query vector, of the query without the speakers' names (BM25 over sources
+# always uses the query without names). Measured again with sources as the mean of their messages' vectors (LoCoMo
+# dev, bench/recall_locomo.py, same built chats): hybrid R@10 0.715 with it, 0.703 without (held out 0.711 / 0.694),
+# for a second model call that made recall's p50 78 ms instead of 42. The query is embedded once: a warm recall then
+# costs about one bare Chroma query (bench/recall_latency.py); set True to buy the +0.012 back at that price.
+SOURCE_QUERY_VECTOR = False
 
 
 LEAVES_PER_RECALL = 24  # deferred leaf sources one recall may embed (the rest wait for the next)
@@ -113,7 +114,7 @@ class Recaller:
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)
-        story = story_context(graph, version, speaker_of(self.store, chat_id, opts.speaker))
+        story = story_context(graph, version, speaker_of(self.store, chat_id, opts.speaker), self.store.changes)
         if mode == "rag":
             chosen = self._rag(chat_id, query, pool, opts, injection, rq)
         elif mode == "llm":  # the model picks over a few rounds; falls back to hybrid on any failure
