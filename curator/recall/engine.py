@@ -219,7 +219,10 @@ class Recaller:
             first.append((by_source, lexical, dense))
             return fused
 
-        # the recent turns: each part scored on its own, then fused by weight (curator/recall/query.py)
+        # the recent turns: each part scored on its own, then fused by weight (curator/recall/query.py); their
+        # query vectors are embedded in one model call first
+        if self.index is not None and rq is not None and not rq.single:
+            self.index.query_vectors([p.text for p in rq.parts])
         fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
         if self._source_leaves(chat_id, state, fused, pool, opts.max_results):  # their sources were deferred
             first.clear()
@@ -246,7 +249,7 @@ class Recaller:
         waits until a recall needs it: `vectors/index.py`); True when any was, so the query is scored again."""
         if self.index is None or not pool.leaves:
             return False
-        top = {node_id for node_id, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:3 * limit]}
+        top = {node_id for node_id, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:limit]}
         with state.lock:
             leaves = [leaf for leaf, ancestor in pool.leaves.items() if ancestor in top and leaf in state.sources]
         needed = self.index.unsourced(chat_id, leaves)[:LEAVES_PER_RECALL]
