@@ -59,6 +59,9 @@ SOURCE_QUERY_VECTOR = False
 
 
 LEAVES_PER_RECALL = 24  # deferred leaf sources one recall may embed (the rest wait for the next)
+# Leaves under this many best candidates get their deferred sources; a fixed number, not the recall's own limit,
+# so that recalls with other options do not each embed a different set first (their results would depend on order).
+LEAF_CANDIDATES = 30
 STATES_KEPT = 256  # chats whose recall state stays in memory
 # Names by the primary key (chat, name): with a join or DISTINCT SQLite walks the whole by-node index instead.
 MENTIONED_SQL = "SELECT node_id FROM node_names WHERE chat_id=? AND name IN ({})"
@@ -224,7 +227,7 @@ class Recaller:
         if self.index is not None and rq is not None and not rq.single:
             self.index.query_vectors([p.text for p in rq.parts])
         fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
-        if self._source_leaves(chat_id, state, fused, pool, opts.max_results):  # their sources were deferred
+        if self._source_leaves(chat_id, state, fused, pool):  # their sources were deferred
             first.clear()
             fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
         by_source, lexical, dense = first[0]
@@ -244,12 +247,12 @@ class Recaller:
             chosen = expand(graph, chosen, pool, opts.max_results)
         return annotate(chosen, story_reasons)
 
-    def _source_leaves(self, chat_id: str, state: ChatState, fused: dict[str, float], pool: Pool, limit: int) -> bool:
+    def _source_leaves(self, chat_id: str, state: ChatState, fused: dict[str, float], pool: Pool) -> bool:
         """Embed the deferred sources of the leaves folded under the best candidates (an archived leaf's source
         waits until a recall needs it: `vectors/index.py`); True when any was, so the query is scored again."""
         if self.index is None or not pool.leaves:
             return False
-        top = {node_id for node_id, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:limit]}
+        top = {node_id for node_id, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:LEAF_CANDIDATES]}
         with state.lock:
             leaves = [leaf for leaf, ancestor in pool.leaves.items() if ancestor in top and leaf in state.sources]
         needed = self.index.unsourced(chat_id, leaves)[:LEAVES_PER_RECALL]
