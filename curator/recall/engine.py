@@ -252,9 +252,15 @@ class Recaller:
         waits until a recall needs it: `vectors/index.py`); True when any was, so the query is scored again."""
         if self.index is None or not pool.leaves:
             return False
-        top = {node_id for node_id, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:LEAF_CANDIDATES]}
-        with state.lock:
-            leaves = [leaf for leaf, ancestor in pool.leaves.items() if ancestor in top and leaf in state.sources]
+        top = [node_id for node_id, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:LEAF_CANDIDATES]]
+        with state.lock:  # the leaves under the top candidates: their subtrees, not every leaf of the chat
+            leaves, stack = [], [c for node_id in top if (n := state.nodes.get(node_id)) for c in n.children]
+            while stack:
+                node = state.nodes.get(stack.pop())
+                if node is not None:
+                    stack.extend(node.children)
+                    if node.id in pool.leaves and node.id in state.sources:
+                        leaves.append(node.id)
         needed = self.index.unsourced(chat_id, leaves)[:LEAVES_PER_RECALL]
         return bool(needed) and self.index.embed_sources(chat_id, needed).sources_embedded > 0
 
