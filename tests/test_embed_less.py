@@ -86,3 +86,19 @@ def test_after_ingest_with_the_index_open_the_first_recall_embeds_only_the_query
     injection = memory.recall("road", "What happened at the bridge?")
     assert injection.persistent  # (a chat this small is injected whole)
     assert asked["documents"] == [] and len(asked["queries"]) == 1  # one model call, for the query only
+
+
+def test_a_message_vector_rewritten_by_another_process_is_not_taken_for_ours(memory):
+    memory.create_chat("road", "default")
+    index = memory.index
+    memory.set_messages("road", [Message("user", "Rowan", "Where is the ledger?"),
+                                 Message("assistant", "Eileen", "Under the plank.")])
+    memory.commit("road", [{"op": "create_node", "id": "e1", "type": "event", "title": "Ledger",
+                            "fields": {"summary": "The ledger is hidden."}, "floor_from": 1, "floor_to": 1}], 1, "test")
+    lines = index.message_lines("road")
+    # another process stored another text's vector under floor 1 (its message was edited there)
+    index._collection("road", "mm_").upsert(ids=["1"], embeddings=[[0.0] * 383 + [1.0]], documents=["other"],
+                                            metadatas=[{"floor": 1, "hash": "not ours"}])
+    index.messages._vectors.clear()  # this process's cache no longer holds it
+    vectors, fresh = index.messages.vectors("road", lines, [0, 1])
+    assert fresh == 1 and float(vectors[1][-1]) != 1.0  # embedded again from our text, not the stranger's vector

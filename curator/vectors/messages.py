@@ -52,23 +52,35 @@ class MessageVectors:
         wanted = {f: _hash(self.profile_key, d) for f, d in documents.items()}
         known = self._known(chat_id, wanted)
         stale = [f for f, h in wanted.items() if known.get(f) != h]
-        if stale:
-            fresh = self._embed([documents[f] for f in stale])
-            self._collection(chat_id).upsert(
-                ids=[str(f) for f in stale], embeddings=list(fresh), documents=[documents[f] for f in stale],
-                metadatas=[{"floor": f, "hash": wanted[f]} for f in stale])
-            for floor, vector in zip(stale, fresh):
-                known[floor] = wanted[floor]
-                self._remember(chat_id, floor, wanted[floor], vector)
-            self.embedded += len(stale)
-        found = {f: self._vectors.get((chat_id, f, h)) for f, h in wanted.items()}
+        written = self._write(chat_id, stale, documents, wanted)
+        found = {f: written.get(f, self._vectors.get((chat_id, f, h))) for f, h in wanted.items()}
         missing = [f for f, v in found.items() if v is None]
         if missing:
-            got = self._collection(chat_id).get(ids=[str(f) for f in missing], include=["embeddings"])
-            for floor_id, vector in zip(got["ids"], got["embeddings"]):
+            got = self._collection(chat_id).get(ids=[str(f) for f in missing], include=["embeddings", "metadatas"])
+            for floor_id, vector, meta in zip(got["ids"], got["embeddings"], got["metadatas"]):
                 floor = int(floor_id)
-                found[floor] = self._remember(chat_id, floor, wanted[floor], np.asarray(vector, np.float32))
+                if (meta or {}).get("hash") == wanted[floor]:  # another process may have rewritten it since
+                    found[floor] = self._remember(chat_id, floor, wanted[floor], np.asarray(vector, np.float32))
+            rewritten = [f for f in missing if found[f] is None]
+            found.update(self._write(chat_id, rewritten, documents, wanted))
+            stale += rewritten
         return found, len(stale)
+
+    def _write(self, chat_id: str, floors: list[int], documents: dict[int, str],
+               wanted: dict[int, str]) -> dict[int, np.ndarray]:
+        """Embed the floors' messages in one batch and store them under their floors with their hashes."""
+        if not floors:
+            return {}
+        fresh = self._embed([documents[f] for f in floors])
+        self._collection(chat_id).upsert(
+            ids=[str(f) for f in floors], embeddings=list(fresh), documents=[documents[f] for f in floors],
+            metadatas=[{"floor": f, "hash": wanted[f]} for f in floors])
+        known = self._hashes.setdefault(chat_id, {})
+        for floor, vector in zip(floors, fresh):
+            known[floor] = wanted[floor]
+            self._remember(chat_id, floor, wanted[floor], vector)
+        self.embedded += len(floors)
+        return dict(zip(floors, fresh))
 
     def _known(self, chat_id: str, wanted: dict[int, str]) -> dict[int, str]:
         """The chat's floor -> hash map, completed from Chroma's metadata for floors not seen yet."""
