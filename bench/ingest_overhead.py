@@ -3,12 +3,15 @@ endpoint on loopback that answers at once (one event and a character update per 
 
 "step" is the whole extraction step (prompt building, the HTTP round trip, validation, planning, the commit and
 the logs); "model" is the time inside the model request (the loopback round trip, our client and retry layer);
-"overhead" = step - model is what memory-curator itself adds per reply. With `--index` the vector index is open, as
-in the service: each commit is followed by its sync, which embeds the new and changed nodes and sources."""
+"overhead" = step - model is what memory-curator itself adds per reply; "embedding" is the part of it spent in
+the embedder, "step_cpu" the CPU time of the whole step (the fake endpoint runs in this process). With `--index`
+the vector index is open, as in the service: each commit is followed by its sync, which embeds the new and changed
+nodes and the messages of their sources (each message once)."""
 
 from __future__ import annotations
 
 import json
+from time import process_time
 
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
@@ -48,19 +51,39 @@ def main() -> None:
         memory._settings = Settings(profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
                                                                       api_key_env="BENCH_UNUSED_KEY")})
         memory.create_chat("bench", "default")
+        embedding = {"seconds": 0.0, "texts": 0}  # inside the embedder, this step (the index open)
         if args.index:
-            memory.index.function.embedder.embed_queries(["warm up"])  # load the model before timing
+            embedder = memory.index.function.embedder
+            embedder.embed_queries(["warm up"])  # load the model before timing
+            documents = embedder.embed_documents
+
+            def timed(texts):
+                started = now()
+                try:
+                    return documents(texts)
+                finally:
+                    embedding["seconds"] += now() - started
+                    embedding["texts"] += len(texts)
+
+            embedder.embed_documents = timed
         memory.set_messages("bench", chat(floors))
         path = tmp.path / "chat.jsonl"
         path.write_text("\n".join(json.dumps({"role": m.role, "name": m.name, "content": m.text})
                                   for m in memory.store.messages("bench")), encoding="utf-8")
-        last = [now()]
+        last = [now(), process_time()]
+        embed: list[float] = []
+        cpu: list[float] = []
+        texts: list[int] = []
 
         def on_step(result, done, due):
             t = now()
             steps.append(t - last[0])
+            cpu.append(process_time() - last[1])
             model.append(result.usage.latency_ms / 1000)
-            last[0] = t
+            embed.append(embedding["seconds"])
+            texts.append(embedding["texts"])
+            embedding.update(seconds=0.0, texts=0)
+            last[0], last[1] = t, process_time()
             if done % 100 == 0:
                 progress(f"{done}/{due} replies")
 
@@ -69,6 +92,7 @@ def main() -> None:
         total = now() - started
         stats = memory.graph("bench").stats()
     overhead = [s - m for s, m in zip(steps, model)]
+    rest = [o - e for o, e in zip(overhead, embed)]
     report = {
         "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(),
         "params": {"floors": floors, "index": args.index},
@@ -76,17 +100,21 @@ def main() -> None:
             "replies": len(steps), "failed": report_.failed is not None, "seconds": round(total, 3),
             "replies_per_s": round(len(steps) / total, 2),
             "step": latency_summary(steps), "model": latency_summary(model), "overhead": latency_summary(overhead),
+            "embedding": latency_summary(embed), "overhead_without_embedding": latency_summary(rest),
+            "step_cpu": latency_summary(cpu), "texts_embedded_per_reply": sorted(texts)[len(texts) // 2] if texts else 0,
             "nodes_active": stats["nodes_active"], "edges": stats["edges"], "commits": stats["commits"],
         },
     }
 
     def render(report: dict) -> str:
         r = {**report["results"], "floors": report["params"]["floors"]}
-        rows = [(name, r[name]["p50_ms"], r[name]["p95_ms"], r[name]["max_ms"]) for name in ("step", "model", "overhead")]
+        rows = [(name, r[name]["p50_ms"], r[name]["p95_ms"], r[name]["max_ms"])
+                for name in ("step", "model", "overhead", "embedding", "overhead_without_embedding", "step_cpu")]
         return (table(["per reply", "p50 ms", "p95 ms", "max ms"], rows)
                 + f"\n{r['replies']} replies of a {r['floors']}-floor chat in {r['seconds']} s = {r['replies_per_s']} replies/s;"
                 + f" graph: {r['nodes_active']} active nodes, {r['edges']} edges, {r['commits']} commits;"
-                + f" vector index {'open' if report['params']['index'] else 'closed'}")
+                + f" vector index {'open' if report['params']['index'] else 'closed'}"
+                + (f" ({r['texts_embedded_per_reply']} texts embedded per reply, p50)" if report['params']['index'] else ""))
 
     emit(args, report, render)
 

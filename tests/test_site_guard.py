@@ -5,7 +5,7 @@ is the fake one of test_proxy."""
 from __future__ import annotations
 
 import json
-import sqlite3
+import time
 from urllib.parse import quote
 
 import httpx2
@@ -22,6 +22,7 @@ from curator.service.server.request_guard import SitePolicy, lone_surrogate
 from curator.service.server.runner import ThreadedServer
 from curator.service.server.security import check_bind, is_loopback
 
+from store_dump import dump_store
 from test_proxy import Upstream, converse, settle  # noqa: F401 - the fake upstream model and a conversation
 
 IDS = ["小明的聊天", "ゆきの部屋", "🐉 dragon chat", "محادثة سرية", "שיחה"]  # Chinese, Japanese, emoji, Arabic, Hebrew
@@ -29,8 +30,21 @@ IDS = ["小明的聊天", "ゆきの部屋", "🐉 dragon chat", "محادثة �
 
 def dump(memory) -> str:
     """Every row of the store, to compare before and after a refused request."""
-    with sqlite3.connect(memory.data_dir / "memory.db") as conn:
-        return "\n".join(conn.iterdump())
+    return dump_store(memory.data_dir)
+
+
+def quiet_dump(server, memory, chat: str) -> str:
+    """The store once it is still: the proxy remembers a reply after answering it, so the last turn's extraction
+    job may not exist yet when `settle` first looks (seen on a loaded machine)."""
+    last = None
+    for _ in range(100):
+        settle(server, chat)
+        now = dump(memory)
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.2)
+    raise AssertionError("the store did not settle")
 
 
 @pytest.fixture
@@ -178,7 +192,7 @@ def test_a_request_that_would_wipe_a_chat_is_refused_and_can_be_meant(served):
     server, http, memory, upstream = served
     client = __import__("openai").OpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
     history = converse(client, server, 4, chat="long")
-    before, floors = dump(memory), len(memory.store.messages("long"))
+    before, floors = quiet_dump(server, memory, "long"), len(memory.store.messages("long"))
     other = {"model": "m", "user": "long", "messages": [{"role": "user", "content": "A different story."}]}
     answer = http.post("/v1/chat/completions", json=other)
     assert answer.status_code == 409 and answer.json()["error"]["code"] == "rollback_refused"

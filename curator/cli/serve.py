@@ -105,6 +105,8 @@ def sync(
 
     messages = read_chat(file).messages
     with open_memory() as memory:
+        if extract:
+            memory.index  # noqa: B018 - index as you go: each re-extracted step's commit embeds its nodes
         report = memory.sync(chat, messages, start=start)
         results = memory.extract_due(chat) if extract and report.due else []
         data = {**report.to_dict(), "extracted": [r.to_dict() for r in results],

@@ -50,13 +50,18 @@ from curator.vectors.index import VectorIndex
 
 DENSE_POOL = 200  # vector candidates scored per query
 LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
-# Sources are searched by meaning with a second vector, of the query without the speakers' names. It costs a second
-# model call per recall, and pays for itself: LoCoMo dev hybrid R@10 0.715 with it, 0.698 with the query's own
-# vector (bench/recall_locomo.py, with and without --source-query-vector, same built chats). BM25 over sources
-# always uses the query without names.
-SOURCE_QUERY_VECTOR = True
+# Sources could be searched with a second query vector, of the query without the speakers' names (BM25 over sources
+# always uses the query without names). Measured again with sources as the mean of their messages' vectors (LoCoMo
+# dev, bench/recall_locomo.py, same built chats): hybrid R@10 0.715 with it, 0.703 without (held out 0.711 / 0.694),
+# for a second model call that made recall's p50 78 ms instead of 42. The query is embedded once: a warm recall then
+# costs about one bare Chroma query (bench/recall_latency.py); set True to buy the +0.012 back at that price.
+SOURCE_QUERY_VECTOR = False
 
 
+LEAVES_PER_RECALL = 24  # deferred leaf sources one recall may embed (the rest wait for the next)
+# Leaves under this many best candidates get their deferred sources; a fixed number, not the recall's own limit,
+# so that recalls with other options do not each embed a different set first (their results would depend on order).
+LEAF_CANDIDATES = 30
 STATES_KEPT = 256  # chats whose recall state stays in memory
 # Names by the primary key (chat, name): with a join or DISTINCT SQLite walks the whole by-node index instead.
 MENTIONED_SQL = "SELECT node_id FROM node_names WHERE chat_id=? AND name IN ({})"
@@ -112,7 +117,7 @@ class Recaller:
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)
-        story = story_context(graph, version, speaker_of(self.store, chat_id, opts.speaker))
+        story = story_context(graph, version, speaker_of(self.store, chat_id, opts.speaker), self.store.changes)
         if mode == "rag":
             chosen = self._rag(chat_id, query, pool, opts, injection, rq)
         elif mode == "llm":  # the model picks over a few rounds; falls back to hybrid on any failure
@@ -217,8 +222,14 @@ class Recaller:
             first.append((by_source, lexical, dense))
             return fused
 
-        # the recent turns: each part scored on its own, then fused by weight (curator/recall/query.py)
+        # the recent turns: each part scored on its own, then fused by weight (curator/recall/query.py); their
+        # query vectors are embedded in one model call first
+        if self.index is not None and rq is not None and not rq.single:
+            self.index.query_vectors([p.text for p in rq.parts])
         fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
+        if self._source_leaves(chat_id, state, fused, pool):  # their sources were deferred
+            first.clear()
+            fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
         by_source, lexical, dense = first[0]
         with state.lock:
             fused = date_bonus(fused, query, pool)
@@ -235,6 +246,23 @@ class Recaller:
         if opts.expand and not opts.llm_rerank:
             chosen = expand(graph, chosen, pool, opts.max_results)
         return annotate(chosen, story_reasons)
+
+    def _source_leaves(self, chat_id: str, state: ChatState, fused: dict[str, float], pool: Pool) -> bool:
+        """Embed the deferred sources of the leaves folded under the best candidates (an archived leaf's source
+        waits until a recall needs it: `vectors/index.py`); True when any was, so the query is scored again."""
+        if self.index is None or not pool.leaves:
+            return False
+        top = [node_id for node_id, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:LEAF_CANDIDATES]]
+        with state.lock:  # the leaves under the top candidates: their subtrees, not every leaf of the chat
+            leaves, stack = [], [c for node_id in top if (n := state.nodes.get(node_id)) for c in n.children]
+            while stack:
+                node = state.nodes.get(stack.pop())
+                if node is not None:
+                    stack.extend(node.children)
+                    if node.id in pool.leaves and node.id in state.sources:
+                        leaves.append(node.id)
+        needed = self.index.unsourced(chat_id, leaves)[:LEAVES_PER_RECALL]
+        return bool(needed) and self.index.embed_sources(chat_id, needed).sources_embedded > 0
 
     def _lexical_scores(self, chat_id: str, version: int, graph: GraphView, query: str, source_query: str,
                         pool: Pool) -> tuple[dict[str, float], dict[str, float], set[str]]:

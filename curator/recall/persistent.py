@@ -94,15 +94,21 @@ def note_left_out(injection: Injection, plan: PersistentPlan, candidates: dict[s
     did not fit the budget (budget)."""
     shown = {c.node.id for c in (*injection.persistent, *injection.recalled)}
     out: list[dict] = []
-    for node_id, why in plan.left.items():
+    persistent_left = len(plan.left) - sum(1 for node_id in shown if node_id in plan.left)
+    for node_id, why in plan.left.items():  # only the listed few are built: a 100k chat leaves out thousands
+        if len(out) >= DROPPED_LISTED:
+            break
         if node_id not in shown:
             node = plan.nodes[node_id]
             out.append({"id": node_id, "type": node.type, "title": node.title, "why": why, "block": "persistent"})
+    recalled_left = 0
     for node_id in injection.dropped_for_budget:
         if node_id not in shown and node_id not in plan.left:
-            node = candidates.get(node_id)
-            out.append({"id": node_id, "type": node.type if node else "", "title": node.title if node else "",
-                        "why": "budget", "block": "recalled"})
-    injection.left_out_count = len(out)
+            recalled_left += 1
+            if len(out) < DROPPED_LISTED:
+                node = candidates.get(node_id)
+                out.append({"id": node_id, "type": node.type if node else "", "title": node.title if node else "",
+                            "why": "budget", "block": "recalled"})
+    injection.left_out_count = persistent_left + recalled_left
     injection.left_out = out[:DROPPED_LISTED]
     return injection

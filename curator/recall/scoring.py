@@ -140,7 +140,8 @@ def propagate(scores: dict[str, float], links: dict[str, set[str]], pool: Pool) 
             if len(top) > 2:
                 top.sort(reverse=True)
                 top.pop()
-    touched = {n for node_id in scores for n in links.get(node_id, ())}  # only neighbours of scored nodes can gain
+    # only a neighbour of a node scored above 0 can gain (the gain needs a best > 0)
+    touched = {n for node_id, score in scores.items() if score > 0 for n in links.get(node_id, ())}
     touched.update(i for i in scores if i in pool.scenes)
     for node_id in touched:
         if node_id not in pool.documents:

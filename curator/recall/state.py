@@ -32,7 +32,8 @@ class ChatState:
         self.epoch = self.graph_version = self.messages_version = -1
         self.loads = self.updates = 0  # whole loads and incremental updates (tests and benchmarks read these)
         self.loaded_at = -1  # the graph version of the last whole load
-        self.history: deque[tuple[int, frozenset[str]]] = deque(maxlen=64)  # (graph version, nodes it touched)
+        # (from version, to version, nodes touched in between): one refresh may follow several commits at once
+        self.history: deque[tuple[int, int, frozenset[str]]] = deque(maxlen=64)
         self._clear()
 
     def _clear(self) -> None:
@@ -75,7 +76,7 @@ class ChatState:
                 self._read_messages(store, 0 if floor is None else floor)
             if graph is not None:
                 self._apply(store, graph.nodes, graph.edges)
-                self.history.append((version, frozenset(graph.nodes)))
+                self.history.append((self.graph_version, version, frozenset(graph.nodes)))
             if floor is not False:
                 self._resource(store, 0 if floor is None else floor)
             self.updates += 1
@@ -87,10 +88,10 @@ class ChatState:
         """The nodes touched after graph version `version` (None: not known, e.g. a whole load came between)."""
         if version < self.loaded_at:
             return None
-        found = [ids for v, ids in self.history if v > version]
-        covered = {v for v, _ in self.history if v > version}
-        if len(covered) != self.graph_version - version:
-            return None
+        found = [(start, end, ids) for start, end, ids in self.history if end > version]
+        if sum(end - max(start, version) for start, end, _ in found) != self.graph_version - version:
+            return None  # a step this state did not follow (a whole load came between)
+        found = [ids for _, _, ids in found]
         return set().union(*found)
 
     def _settle(self) -> None:

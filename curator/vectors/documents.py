@@ -25,14 +25,24 @@ def node_document(node: Node, schema: Schema) -> str:
 SOURCE_SPAN = 4  # an event over more floors than this (a summary) has no one source worth scoring
 SOURCE_CHARS = 2000
 EMBEDDED_SOURCE_WEIGHT = 512  # what of a source is embedded: about 128 tokens (a CJK character weighs 4)
+MESSAGE_WEIGHT = 256  # what of one message is embedded: about 64 tokens, the share a message had in a source
 
 
 def source_document(node: Node, lines: dict[int, str], event_types: set[str]) -> str:
     """The messages an event came from: its floors and the one before, as "name: text" lines ("" for others)."""
+    return "\n".join(lines[f] for f in source_floors(node, lines, event_types))[:SOURCE_CHARS]
+
+
+def source_floors(node: Node, lines: dict[int, str], event_types: set[str]) -> list[int]:
+    """The floors of an event's source messages (its floors and the one before); none for other nodes."""
     if node.type not in event_types or node.floor_to - node.floor_from + 1 > SOURCE_SPAN:
-        return ""
-    floors = range(max(0, node.floor_from - 1), node.floor_to + 1)
-    return "\n".join(lines[f] for f in floors if f in lines)[:SOURCE_CHARS]
+        return []
+    return [f for f in range(max(0, node.floor_from - 1), node.floor_to + 1) if f in lines]
+
+
+def message_document(line: str) -> str:
+    """What is embedded of one message (`vectors/messages.py`): its start, near 64 tokens."""
+    return embedded_source(line, MESSAGE_WEIGHT)
 
 
 _WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")

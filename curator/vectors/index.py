@@ -4,70 +4,33 @@ node says what must be re-embedded after a commit or a rollback, and what vanish
 
 A second collection per chat holds each event's *source*: the messages it was extracted from (its floors and the
 message before them, which usually holds the question the reply answers). Recall scores an event by its own text
-and by its source, since a short memory loses words that a query may use. What is embedded of a source is the start
-of each message, about 128 tokens in all (`documents.embedded_source`)."""
+and by its source, since a short memory loses words that a query may use. A source's vector is the mean of its
+messages' vectors, and each message is embedded once, in a third collection (`vectors/messages.py`): the start of
+the message, near 64 tokens. An archived leaf's source waits until recall needs it (`embed_sources`)."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
 import chromadb
-from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
-from chromadb.utils.embedding_functions import register_embedding_function
 
 from curator.errors import CuratorError
-from curator.vectors.documents import embedded_source, node_document, source_document
-from curator.vectors.embeddings import Embedder, EmbeddingProfile, make_embedder
+from curator.vectors.documents import node_document, source_floors
+from curator.vectors.messages import MESSAGES, MessageVectors, combine
+from curator.vectors.chroma_function import CuratorEmbeddingFunction
+from curator.vectors.embeddings import EmbeddingProfile
+from curator.vectors.search import NODES, SOURCES, VectorSearch
 from curator.store.graph import Node
 from curator.store.store import Store, utc_now
 
 Progress = Callable[[int, int], None]
 Hashes = tuple[str | None, str | None, str]  # a node's content, metadata and source hashes
-NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, events' source messages
-
-
-@register_embedding_function
-class CuratorEmbeddingFunction(EmbeddingFunction[Documents]):
-    """Chroma's handle on our embedders. Registered, so a reopened collection can rebuild it from its config
-    (the profile; never a key). Chroma's own default function would download a model and is never used."""
-
-    def __init__(self, profile: EmbeddingProfile | dict):
-        self.profile = profile if isinstance(profile, EmbeddingProfile) else EmbeddingProfile(**profile)
-        self._embedder: Embedder | None = None
-
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = make_embedder(self.profile)
-        return self._embedder
-
-    def __call__(self, input: Documents) -> Embeddings:
-        return list(self.embedder.embed_documents(list(input)))
-
-    def embed_query(self, input: Documents) -> Embeddings:
-        return list(self.embedder.embed_queries(list(input)))
-
-    @staticmethod
-    def name() -> str:
-        return "memory_curator"
-
-    def get_config(self) -> dict:
-        return self.profile.model_dump()
-
-    @staticmethod
-    def build_from_config(config: dict) -> CuratorEmbeddingFunction:
-        return CuratorEmbeddingFunction(EmbeddingProfile(**config))
-
-    def default_space(self) -> str:
-        return "cosine"
-
-    def supported_spaces(self) -> list[str]:
-        return ["cosine"]
 
 
 def _digest(*parts: object) -> str:
@@ -86,7 +49,9 @@ class SyncReport:
     chat_id: str
     mode: str  # incremental | full | floors
     embedded: int = 0
-    sources_embedded: int = 0  # events' source-message documents
+    sources_embedded: int = 0  # events' source vectors written (each the mean of its messages' vectors)
+    messages_embedded: int = 0  # messages embedded for them (each message once)
+    sources_deferred: int = 0  # archived leaves' sources left until recall needs them
     updated_metadata: int = 0
     deleted: int = 0
     unchanged: int = 0
@@ -96,7 +61,7 @@ class SyncReport:
         return dict(self.__dict__)
 
 
-class VectorIndex:
+class VectorIndex(VectorSearch):
     """Chroma collections for the chats of one store: embedded (on disk under the data directory) by default,
     or a Chroma server when `url` is given."""
 
@@ -110,6 +75,10 @@ class VectorIndex:
         # per chat: the versions the index was last brought to (epoch, graph, messages) and the hashes it holds,
         # so the next sync asks the store's change log what changed instead of reading the whole chat
         self._known: dict[str, tuple[tuple[int, int, int], dict[str, Hashes], set[str]]] = {}
+        self._query_cache: OrderedDict[str, object] = OrderedDict()
+        self.embedded_total = 0  # node documents and messages this index embedded (progress bars show it)
+        self.messages = MessageVectors(profile.key, lambda chat_id: self._collection(chat_id, MESSAGES),
+                                       lambda texts: self.function.embedder.embed_documents(texts))
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)
@@ -225,9 +194,8 @@ class VectorIndex:
                                 report, progress)
         changed = {i: v for i, v in after.items() if before.get(i) != v}
         self._save_changes(chat_id, changed, vanished)
-        report.unchanged += sum(1 for i in hashes if i not in ids)  # untouched, so unchanged
-        hashes = dict(hashes)
-        for node_id in vanished:
+        report.unchanged += len(hashes) - len(before)  # untouched, so unchanged (counted without a scan)
+        for node_id in vanished:  # in place: a copy of a 100k-node map cost a link-only commit 5 ms
             hashes.pop(node_id, None)
         hashes.update(after)
         self._known[chat_id] = (stamp, hashes, set(report.failed))
@@ -235,22 +203,26 @@ class VectorIndex:
 
     def _reconcile(self, chat_id: str, schema, nodes: list[Node], lines: dict[int, str], hashes: dict,
                    vanished: list[str], floors: tuple[int, int] | None, report: SyncReport,
-                   progress: Progress | None) -> dict:
+                   progress: Progress | None, leaves: set[str] = frozenset()) -> dict:
         """Embed what is new or changed among `nodes`, update what only moved, delete `vanished`; returns the
-        hashes the nodes now have."""
+        hashes the nodes now have. An archived leaf's source is combined only when its messages are embedded
+        already, or when recall asks for it (`leaves`, see `embed_sources`): until then it has none."""
         collection, sources = self._collection(chat_id), self._collection(chat_id, SOURCES)
         events = {name for name, spec in schema.types.items() if spec.identity == "event"}
         items, to_update, kept = [], [], {}
         source_items, source_gone = [], []
         for node in nodes:
             document = node_document(node, schema)
-            # Each embedded source is capped near 128 tokens (archived leaves' too: their source brings a folded
-            # leaf back for its detail; leaving them out lost that in tests/test_recall.py).
-            source = embedded_source(source_document(node, lines, events))
+            at = source_floors(node, lines, events)
+            source = "\n".join(self.messages.documents(lines, at).values())
             content, meta = _digest(self.profile.key, document), _digest(*_metadata(node).values())
             source_hash = _digest(self.profile.key, source) if source else ""
             old_content, old_meta, old_source = hashes.get(node.id, (None, None, ""))
             forced = floors is not None and node.floor_from <= floors[1] and node.floor_to >= floors[0]
+            if source and node.archived and node.id not in leaves and (old_source != source_hash or forced) \
+                    and not self.messages.ready(chat_id, lines, at):
+                source, source_hash = "", ""  # not needed yet: embedding it would embed messages for it
+                report.sources_deferred += 1
             kept[node.id] = (content, meta, source_hash)
             if old_content != content or forced:
                 items.append((node, document))
@@ -259,7 +231,7 @@ class VectorIndex:
             else:
                 report.unchanged += 1
             if source and (old_source != source_hash or forced):
-                source_items.append((node, source))
+                source_items.append((node, at, source))
             elif old_source and not source:
                 source_gone.append(node.id)
         if vanished:
@@ -280,11 +252,14 @@ class VectorIndex:
             batch = work[start:start + self.profile.batch_size]
             for target in (collection, sources):
                 part = [item for where, item in batch if where is target]
-                embedded = self._embed(part, report, kept, source=target is sources)
+                if target is collection:
+                    embedded = self._embed(part, report, kept)
+                else:
+                    embedded = self._combine(chat_id, part, lines, report, kept)
                 if embedded:
-                    target.upsert(ids=[n.id for (n, _), _ in embedded], embeddings=[v for _, v in embedded],
-                                  documents=[d for (_, d), _ in embedded],
-                                  metadatas=[_metadata(n) for (n, _), _ in embedded])
+                    target.upsert(ids=[n.id for (n, *_), _ in embedded], embeddings=[v for _, v in embedded],
+                                  documents=[item[-1] for item, _ in embedded],
+                                  metadatas=[_metadata(n) for (n, *_), _ in embedded])
                     key = (chat_id, NODES if target is collection else SOURCES)
                     self._counts[key] = max(self._counts.get(key, 0), len(embedded))
                 if target is collection:
@@ -293,7 +268,33 @@ class VectorIndex:
                     report.sources_embedded += len(embedded)
             if progress:
                 progress(min(start + len(batch), len(work)), len(work))
+        self.embedded_total += report.embedded + report.messages_embedded
         return kept
+
+    def unsourced(self, chat_id: str, node_ids) -> list[str]:
+        """Those of `node_ids` that have no source vector now (as far as this process's last sync knows)."""
+        known = self._known.get(chat_id)
+        hashes = known[1] if known is not None else {}
+        return [i for i in node_ids if not hashes.get(i, ("", "", ""))[2]]
+
+    def embed_sources(self, chat_id: str, node_ids) -> SyncReport:
+        """Give these events (archived leaves whose detail recall needs) their source vectors now: their messages
+        are embedded once, like any other's, and the vectors stay for later recalls."""
+        with self._locks_guard:
+            lock = self._locks.setdefault(chat_id, threading.RLock())
+        with lock:
+            self._sync(chat_id, False, None, None)  # up to date first, so the hashes below are the chat's
+            stamp, hashes, failed = self._known[chat_id]
+            nodes = _fetch(self.store.graph(chat_id), set(node_ids))
+            wanted = {f for n in nodes for f in range(max(0, n.floor_from - 1), n.floor_to + 1)}
+            report = SyncReport(chat_id, "sources")
+            before = {n.id: hashes[n.id] for n in nodes if n.id in hashes}
+            after = self._reconcile(chat_id, self.store.chat(chat_id).schema, nodes,
+                                    self.message_lines(chat_id, wanted), before, [], None, report, None,
+                                    leaves={n.id for n in nodes})
+            self._save_changes(chat_id, {i: v for i, v in after.items() if before.get(i) != v}, [])
+            self._known[chat_id] = (stamp, {**hashes, **after}, failed | set(report.failed))
+            return report
 
     def message_lines(self, chat_id: str, floors: set[int] | None = None) -> dict[int, str]:
         """Each floor's message (or only those of `floors`) as the "name: text" line a source document is made of."""
@@ -310,9 +311,9 @@ class VectorIndex:
                 lines[floor] = f"{name}: {text}" if name else text
         return lines
 
-    def _embed(self, batch: list, report: SyncReport, kept: dict, source: bool) -> list:
-        """Embed a batch; if it fails, embed its items one by one so one bad node does not stop the rest. A node
-        that failed keeps no hash, so the next sync tries it again."""
+    def _embed(self, batch: list, report: SyncReport, kept: dict) -> list:
+        """Embed a batch of node documents; if it fails, embed its items one by one so one bad node does not stop
+        the rest. A node that failed keeps no hash, so the next sync tries it again."""
         if not batch:
             return []
         try:
@@ -323,10 +324,34 @@ class VectorIndex:
                 try:
                     done.append((item, self.function.embedder.embed_documents([item[1]])[0]))
                 except Exception as exc:  # noqa: BLE001 - reported per node
-                    report.failed[item[0].id] = f"{type(exc).__name__}: {exc}"[:300]
-                    content, meta, source_hash = kept[item[0].id]
-                    kept[item[0].id] = (content, meta, "") if source else (None, None, source_hash)
+                    self._failed(item[0].id, exc, report, kept, source=False)
             return done
+
+    def _combine(self, chat_id: str, batch: list, lines: dict[int, str], report: SyncReport, kept: dict) -> list:
+        """Source vectors of a batch of (event, floors, source): the mean of the floors' message vectors, each
+        message embedded once (`vectors/messages.py`). On failure, event by event, as `_embed`."""
+        if not batch:
+            return []
+        try:
+            vectors, fresh = self.messages.vectors(chat_id, lines, {f for _, at, _ in batch for f in at})
+            report.messages_embedded += fresh
+            return [(item, combine([vectors[f] for f in item[1]])) for item in batch]
+        except Exception:  # noqa: BLE001 - retried event by event below, each failure reported
+            done = []
+            for item in batch:
+                try:
+                    vectors, fresh = self.messages.vectors(chat_id, lines, item[1])
+                    report.messages_embedded += fresh
+                    done.append((item, combine([vectors[f] for f in item[1]])))
+                except Exception as exc:  # noqa: BLE001 - reported per node
+                    self._failed(item[0].id, exc, report, kept, source=True)
+            return done
+
+    @staticmethod
+    def _failed(node_id: str, exc: Exception, report: SyncReport, kept: dict, source: bool) -> None:
+        report.failed[node_id] = f"{type(exc).__name__}: {exc}"[:300]
+        content, meta, source_hash = kept[node_id]
+        kept[node_id] = (content, meta, "") if source else (None, None, source_hash)
 
     def _save_changes(self, chat_id: str, changed: dict, removed: list[str]) -> None:
         """Write the hashes of the nodes a sync changed, and forget those of the nodes that vanished."""
@@ -351,56 +376,17 @@ class VectorIndex:
     def drop(self, chat_id: str) -> None:
         """Forget the chat's vectors (the collection and the hashes)."""
         self._known.pop(chat_id, None)
-        for kind in (NODES, SOURCES):
+        self.messages.forget(chat_id)
+        for kind in (NODES, SOURCES, MESSAGES):
             self._collections.pop((chat_id, kind), None)
             self._counts.pop((chat_id, kind), None)
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
-        for kind in (NODES, SOURCES):
+        for kind in (NODES, SOURCES, MESSAGES):
             if self.collection_name(chat_id, kind) in names:
                 self.client.delete_collection(self.collection_name(chat_id, kind))
         with self.store.transaction() as conn:
             conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
             conn.execute("DELETE FROM vector_state WHERE chat_id=?", (chat_id,))
-
-    def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
-        """The k nodes of this chat most similar to `text`, as (node id, cosine similarity)."""
-        return self._query(chat_id, NODES, text, k, {})
-
-    def query_sources(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
-        """The k events of this chat whose source messages are most similar to `text`."""
-        return self._query(chat_id, SOURCES, text, k, {})
-
-    def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20
-                   ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-        """`query` and `query_sources` at once; a text used by both is embedded once."""
-        texts = [t for t in dict.fromkeys((text, source_text)) if t.strip()]
-        vectors = dict(zip(texts, self.function.embedder.embed_queries(texts))) if texts else {}  # one model call
-        return self._query(chat_id, NODES, text, k, vectors), self._query(chat_id, SOURCES, source_text, k, vectors)
-
-    def _query(self, chat_id: str, kind: str, text: str, k: int, vectors: dict) -> list[tuple[str, float]]:
-        if not text.strip():
-            return []
-        collection = self._collection(chat_id, kind)
-        count = self._count(chat_id, kind)
-        if count == 0:
-            return []
-        if text not in vectors:
-            vectors[text] = self.function.embedder.embed_queries([text])[0]
-        result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
-        return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
-
-    def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:
-        """The k nodes nearest to node `node_id` (by its stored vector, so nothing is embedded), itself left
-        out, as (node id, cosine similarity); `where` filters on the metadata (type, level, archived...).
-        Empty when the node is not indexed."""
-        collection = self._collection(chat_id)
-        found = collection.get(ids=[node_id], include=["embeddings"])
-        if not found["ids"]:
-            return []
-        result = collection.query(query_embeddings=[found["embeddings"][0]], n_results=k + 1,
-                                  where=where, include=["distances"])
-        pairs = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i != node_id]
-        return pairs[:k]
 
     def status(self, chat_id: str) -> dict:
         profile_key, hashes = self._state(chat_id)

@@ -1,0 +1,47 @@
+"""Chroma's handle on our embedders, registered under one name so that a reopened collection can rebuild it."""
+
+from __future__ import annotations
+
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
+from chromadb.utils.embedding_functions import register_embedding_function
+
+from curator.vectors.embeddings import Embedder, EmbeddingProfile, make_embedder
+
+
+@register_embedding_function
+class CuratorEmbeddingFunction(EmbeddingFunction[Documents]):
+    """Chroma's handle on our embedders. Registered, so a reopened collection can rebuild it from its config
+    (the profile; never a key). Chroma's own default function would download a model and is never used."""
+
+    def __init__(self, profile: EmbeddingProfile | dict):
+        self.profile = profile if isinstance(profile, EmbeddingProfile) else EmbeddingProfile(**profile)
+        self._embedder: Embedder | None = None
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.profile)
+        return self._embedder
+
+    def __call__(self, input: Documents) -> Embeddings:
+        return list(self.embedder.embed_documents(list(input)))
+
+    def embed_query(self, input: Documents) -> Embeddings:
+        return list(self.embedder.embed_queries(list(input)))
+
+    @staticmethod
+    def name() -> str:
+        return "memory_curator"
+
+    def get_config(self) -> dict:
+        return self.profile.model_dump()
+
+    @staticmethod
+    def build_from_config(config: dict) -> CuratorEmbeddingFunction:
+        return CuratorEmbeddingFunction(EmbeddingProfile(**config))
+
+    def default_space(self) -> str:
+        return "cosine"
+
+    def supported_spaces(self) -> list[str]:
+        return ["cosine"]

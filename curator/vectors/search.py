@@ -1,0 +1,62 @@
+"""The read side of the vector index: nearest nodes, sources and neighbours of a chat, and the query vectors
+(embedded once per text, the last few kept)."""
+
+from __future__ import annotations
+
+QUERIES_KEPT = 32
+NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, events' source messages
+
+
+class VectorSearch:
+    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `function` and `_query_cache`."""
+
+    def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
+        """The k nodes of this chat most similar to `text`, as (node id, cosine similarity)."""
+        return self._query(chat_id, NODES, text, k, {})
+
+    def query_sources(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
+        """The k events of this chat whose source messages are most similar to `text`."""
+        return self._query(chat_id, SOURCES, text, k, {})
+
+    def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20
+                   ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """`query` and `query_sources` at once; a text used by both is embedded once."""
+        vectors = self.query_vectors([text, source_text])
+        return self._query(chat_id, NODES, text, k, vectors), self._query(chat_id, SOURCES, source_text, k, vectors)
+
+    def query_vectors(self, texts: list[str]) -> dict[str, object]:
+        """The query vectors of `texts`, embedded in one model call; the last few are kept (a recall that must
+        score again, a swipe that asks the same)."""
+        texts = [t for t in dict.fromkeys(texts) if t.strip()]
+        missing = [t for t in texts if t not in self._query_cache]
+        if missing:
+            for text, vector in zip(missing, self.function.embedder.embed_queries(missing)):
+                self._query_cache[text] = vector
+            while len(self._query_cache) > QUERIES_KEPT:
+                self._query_cache.popitem(last=False)
+        return {t: self._query_cache[t] for t in texts}
+
+    def _query(self, chat_id: str, kind: str, text: str, k: int, vectors: dict) -> list[tuple[str, float]]:
+        if not text.strip():
+            return []
+        collection = self._collection(chat_id, kind)
+        count = self._count(chat_id, kind)
+        if count == 0:
+            return []
+        if text not in vectors:
+            vectors.update(self.query_vectors([text]))
+        result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
+        return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
+
+    def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:
+        """The k nodes nearest to node `node_id` (by its stored vector, so nothing is embedded), itself left
+        out, as (node id, cosine similarity); `where` filters on the metadata (type, level, archived...).
+        Empty when the node is not indexed."""
+        collection = self._collection(chat_id)
+        found = collection.get(ids=[node_id], include=["embeddings"])
+        if not found["ids"]:
+            return []
+        result = collection.query(query_embeddings=[found["embeddings"][0]], n_results=k + 1,
+                                  where=where, include=["distances"])
+        pairs = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i != node_id]
+        return pairs[:k]

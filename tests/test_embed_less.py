@@ -1,0 +1,104 @@
+"""Embed less (issue 15): each message is embedded once and sources combine their messages' vectors; archived
+leaves' sources wait until a recall needs them; ingest with the index open leaves nothing for the first recall
+to embed but the query. The embedder is the real local one; the tests count what is asked of it."""
+
+from __future__ import annotations
+
+from test_ingest import CHAT, scripted
+
+from curator.paths import example_file
+from curator.store.messages import Message
+
+
+def counted(memory, monkeypatch) -> dict[str, list]:
+    """Every text handed to the index's embedder, by kind (documents: nodes and messages; queries)."""
+    embedder = memory.index.function.embedder
+    asked = {"documents": [], "queries": []}
+    for kind, name in (("documents", "embed_documents"), ("queries", "embed_queries")):
+        original = getattr(embedder, name)
+
+        def wrapper(texts, original=original, kind=kind):
+            asked[kind].append(list(texts))
+            return original(texts)
+
+        monkeypatch.setattr(embedder, name, wrapper)
+    return asked
+
+
+def test_a_message_shared_by_several_events_is_embedded_once(memory, monkeypatch):
+    memory.create_chat("road", "default")
+    asked = counted(memory, monkeypatch)  # the index is open: every commit is followed by its sync
+    memory.set_messages("road", [Message("user", "Rowan", "Where is the ledger hidden?"),
+                                 Message("assistant", "Eileen", "Under the bell tower plank."),
+                                 Message("user", "Rowan", "And the key?"),
+                                 Message("assistant", "Eileen", "In my boot, always.")])
+    memory.commit("road", [
+        {"op": "create_node", "id": "e1", "type": "event", "title": "The ledger",
+         "fields": {"summary": "Eileen hid the ledger."}, "floor_from": 1, "floor_to": 1},
+        {"op": "create_node", "id": "e2", "type": "event", "title": "The plank",
+         "fields": {"summary": "The plank is loose."}, "floor_from": 1, "floor_to": 1},
+        {"op": "create_node", "id": "e3", "type": "event", "title": "The key",
+         "fields": {"summary": "Eileen keeps the key."}, "floor_from": 1, "floor_to": 3},
+    ], 3, "test")
+    messages = [t for batch in asked["documents"] for t in batch if t.startswith(("Rowan:", "Eileen:"))]
+    assert len(messages) == 4 and len(set(messages)) == 4  # floors 0-3, once each, for three sources
+    assert memory.index.status("road")["sources"] == 3
+    asked["documents"].clear()
+    memory.commit("road", [{"op": "create_node", "id": "e4", "type": "event", "title": "The boot",
+                            "fields": {"summary": "The boot hides things."}, "floor_from": 3, "floor_to": 3}], 3, "test")
+    assert asked["documents"] == [["The boot hides things."]]  # its node text only: its messages were embedded
+    hits = dict(memory.index.query_sources("road", "Where is the key? In my boot.", k=4))
+    assert max(hits, key=hits.get) in {"e3", "e4"}  # the sources that hold floor 3
+
+
+def test_an_edited_message_is_embedded_again_and_only_it(memory, monkeypatch):
+    memory.create_chat("road", "default")
+    asked = counted(memory, monkeypatch)
+    talk = [Message("user", "Rowan", "What did the toll cost?"), Message("assistant", "Eileen", "Three crowns.")]
+    memory.set_messages("road", talk)
+    memory.commit("road", [{"op": "create_node", "id": "e1", "type": "event", "title": "Toll",
+                            "fields": {"summary": "They paid the toll."}, "floor_from": 1, "floor_to": 1}], 1, "test")
+    asked["documents"].clear()
+    memory.store.set_messages_from("road", 1, [Message("assistant", "Eileen", "Four crowns, and a song.")])
+    report = memory.index.sync("road")
+    assert asked["documents"] == [["Eileen: Four crowns, and a song."]]
+    assert (report.messages_embedded, report.sources_embedded, report.embedded) == (1, 1, 0)
+
+
+def test_archived_leaves_sources_wait_until_recall_needs_them(memory):
+    memory.import_("road", example_file("lantern_road.graph.json"))
+    memory.load_chat_file("road", example_file("lantern_road.jsonl"))
+    report = memory.rebuild_vectors("road")
+    leaves = [n.id for n in memory.graph("road").nodes(type="event", archived=True) if n.level == 0]
+    assert report.sources_deferred == len(leaves) > 0 and memory.index.unsourced("road", leaves) == leaves
+    injection = memory.recall("road", "Eileen, you told me once you owed me for the salve. Do you remember?")
+    assert "n_evt_01" in [c.node.id for c in injection.recalled]  # the folded leaf's source was embedded for it
+    assert "n_evt_01" not in memory.index.unsourced("road", leaves)
+    assert memory.rebuild_vectors("road").sources_embedded == 0  # kept: a later sync does not drop them
+
+
+def test_after_ingest_with_the_index_open_the_first_recall_embeds_only_the_query(memory, monkeypatch):
+    asked = counted(memory, monkeypatch)  # opens the index, as `curator ingest` and the service do
+    report = memory.ingest("road", CHAT, model=scripted(), limit=4)
+    assert report.to_dict()["steps_done"] == 4 and asked["documents"]  # each step's commit embedded its nodes
+    asked["documents"].clear()
+    asked["queries"].clear()
+    injection = memory.recall("road", "What happened at the bridge?")
+    assert injection.persistent  # (a chat this small is injected whole)
+    assert asked["documents"] == [] and len(asked["queries"]) == 1  # one model call, for the query only
+
+
+def test_a_message_vector_rewritten_by_another_process_is_not_taken_for_ours(memory):
+    memory.create_chat("road", "default")
+    index = memory.index
+    memory.set_messages("road", [Message("user", "Rowan", "Where is the ledger?"),
+                                 Message("assistant", "Eileen", "Under the plank.")])
+    memory.commit("road", [{"op": "create_node", "id": "e1", "type": "event", "title": "Ledger",
+                            "fields": {"summary": "The ledger is hidden."}, "floor_from": 1, "floor_to": 1}], 1, "test")
+    lines = index.message_lines("road")
+    # another process stored another text's vector under floor 1 (its message was edited there)
+    index._collection("road", "mm_").upsert(ids=["1"], embeddings=[[0.0] * 383 + [1.0]], documents=["other"],
+                                            metadatas=[{"floor": 1, "hash": "not ours"}])
+    index.messages._vectors.clear()  # this process's cache no longer holds it
+    vectors, fresh = index.messages.vectors("road", lines, [0, 1])
+    assert fresh == 1 and float(vectors[1][-1]) != 1.0  # embedded again from our text, not the stranger's vector
