@@ -101,6 +101,7 @@ class Settings(_Strict):
     maintenance: MaintenanceSettings = MaintenanceSettings()
     embedding: EmbeddingProfile = EmbeddingProfile()
     vectors_url: str | None = None  # a Chroma server (http://host:port); default: embedded, under the data dir
+    store: str | None = None  # a PostgreSQL URL for the store (read by curator.store.location); default: SQLite
 
     def profile_for(self, task: Task) -> ModelProfile:
         name = self.tasks.get(task, "default")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="memory-curator: a memory graph for long role-play chats.")
 
-state = {"data": None, "debug": False}
+state = {"data": None, "debug": False, "store": None}
 ChatOpt = Annotated[str, typer.Option("--chat", "-c", help="Chat id.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
@@ -31,8 +31,11 @@ def _main(
     data: Annotated[Path | None, typer.Option("--data", help="Data directory (default: $CURATOR_DATA or "
                                                  "~/.local/share/memory-curator).")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    store: Annotated[str | None, typer.Option("--store", help="Keep the store in PostgreSQL: postgresql://user:"
+                                              "password@host:port/db (default: $CURATOR_STORE, `store:` in "
+                                              "config.yaml, else SQLite in the data directory).")] = None,
 ) -> None:
-    state.update(data=data, debug=debug)
+    state.update(data=data, debug=debug, store=store)
 
 
 def reported(command):
@@ -60,13 +63,15 @@ def open_memory(existing: bool = False) -> Memory:
 
     if existing:
         from curator.paths import data_dir
-        from curator.store.db import DB_FILENAME
+        from curator.store.db import store_exists
+        from curator.store.location import redact, store_url
 
         where = data_dir(state["data"])
-        if not (where / DB_FILENAME).is_file():
-            raise CuratorError(f"no memory store in {where}", "Nothing was created. Pass --data (or set CURATOR_DATA) "
+        url = store_url(where, state["store"])
+        if not store_exists(where, url):
+            raise CuratorError(f"no memory store in {redact(url) if url else where}", "Nothing was created. Pass --data (or set CURATOR_DATA) "
                                "to the directory you used, or start one with `curator init` or `curator demo`.")
-    return Memory(state["data"])
+    return Memory(state["data"], store=state["store"])
 
 
 def require_models(*tasks: str) -> None:

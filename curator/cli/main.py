@@ -367,7 +367,7 @@ def demo(json_: JsonOpt = False) -> None:
     settings = load_settings(target)
     # Small embedding batches, so the progress bar moves while the example's memory is embedded.
     settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(update={"batch_size": 8})})
-    with Memory(target, settings) as memory:
+    with Memory(target, settings, store=state["store"]) as memory:
         if chat_id in memory.chats():
             memory.store.delete_chat(chat_id)
         record = memory.import_(chat_id, example_file("lantern_road.graph.json"))

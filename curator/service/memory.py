@@ -36,8 +36,10 @@ if TYPE_CHECKING:
 class Memory:
     """Memory for every chat under one data directory."""
 
-    def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None):
-        self.store = Store(resolve_data_dir(data_dir))
+    def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None,
+                 store: str | None = None):
+        # store: a PostgreSQL URL (default: $CURATOR_STORE, `store:` in config.yaml, else SQLite in data_dir)
+        self.store = Store(resolve_data_dir(data_dir), store=store)
         self._settings = settings
         self._index: VectorIndex | None = None
         self._recaller: Recaller | None = None
@@ -370,7 +372,7 @@ class Memory:
         from curator.sync.shelf import delete_chat_rows
 
         self.store.delete_chat(chat_id)
-        with self.store.transaction() as conn:
+        with self.store.transaction(chat_id) as conn:
             delete_chat_rows(conn, chat_id)
         self.history.floors_dropped(chat_id, 0)
         if self._index is not None:
@@ -388,6 +390,8 @@ def extractor_due(store: Store, chat_id: str, settings: Settings) -> list[int]:
             if f > pointer and seq % every == 0]
 
 
-def open(data_dir: str | Path | None = None) -> Memory:
-    """Open the memory store in `data_dir` (default: $CURATOR_DATA or ~/.local/share/memory-curator)."""
-    return Memory(data_dir)
+def open(data_dir: str | Path | None = None, store: str | None = None) -> Memory:
+    """Open the memory store in `data_dir` (default: $CURATOR_DATA or ~/.local/share/memory-curator); with `store`
+    (a postgresql:// URL; default $CURATOR_STORE or `store:` in config.yaml) the store lives in PostgreSQL and the
+    data directory keeps the settings and the embedded vector index."""
+    return Memory(data_dir, store=store)

@@ -180,7 +180,7 @@ def adopt(store, chat_id: str, copies: dict[int, Message]) -> None:
     memory extracted from it stays."""
     if not copies:
         return
-    with store.transaction() as conn:
+    with store.transaction(chat_id) as conn:
         conn.executemany("UPDATE messages SET name=?, text=?, hash=? WHERE chat_id=? AND floor=?",
                          [(m.name, m.text, m.hash, chat_id, f) for f, m in sorted(copies.items())])
         conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=?", (chat_id,))

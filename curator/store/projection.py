@@ -34,6 +34,17 @@ _ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
 UndoRecord = list[list[Any]]  # [["n" | "e", id, row-before or None], ...]
 
 
+
+def _upsert(table: str, columns: tuple[str, ...]) -> str:
+    """Insert a row, or overwrite the one with the same (chat_id, id): the same statement on both engines."""
+    return (f"INSERT INTO {table} (chat_id, {', '.join(columns)}) VALUES (?{', ?' * len(columns)}) "
+            f"ON CONFLICT (chat_id, id) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id"))
+
+
+_PUT_NODE = _upsert("nodes", NODE_COLUMNS)
+_PUT_EDGE = _upsert("edges", EDGE_COLUMNS)
+
 class Applier:
     """Applies ops for one commit inside an open transaction; the caller commits or rolls back."""
 
@@ -76,14 +87,10 @@ class Applier:
 
     def put_node(self, row: dict) -> None:
         self.touched_nodes.add(row["id"])
-        self.conn.execute(
-            f"INSERT OR REPLACE INTO nodes (chat_id, {', '.join(NODE_COLUMNS)}) "
-            f"VALUES (?{', ?' * len(NODE_COLUMNS)})",
-            (self.chat_id, *(row[c] for c in NODE_COLUMNS)),
-        )
+        self.conn.execute(_PUT_NODE, (self.chat_id, *(row[c] for c in NODE_COLUMNS)))
         self.conn.execute("DELETE FROM node_names WHERE chat_id=? AND node_id=?", (self.chat_id, row["id"]))
         self.conn.executemany(
-            "INSERT OR IGNORE INTO node_names (chat_id, name, node_id) VALUES (?, ?, ?)",
+            "INSERT INTO node_names (chat_id, name, node_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             [(self.chat_id, name, row["id"]) for name in self._names(row)],
         )
 
@@ -95,11 +102,11 @@ class Applier:
     def put_edge(self, row: dict) -> None:
         self.touched_edges.add(row["id"])
         self.touched_nodes.update((row["source"], row["target"]))
-        self.conn.execute(
-            f"INSERT OR REPLACE INTO edges (chat_id, {', '.join(EDGE_COLUMNS)}) "
-            f"VALUES (?{', ?' * len(EDGE_COLUMNS)})",
-            (self.chat_id, *(row[c] for c in EDGE_COLUMNS)),
-        )
+        # SQLite's INSERT OR REPLACE also dropped another edge holding the same (source, target, relation), as a
+        # restore can meet midway; one ON CONFLICT target can't say that, so the delete says it.
+        self.conn.execute("DELETE FROM edges WHERE chat_id=? AND source=? AND target=? AND relation=? AND id<>?",
+                          (self.chat_id, row["source"], row["target"], row["relation"], row["id"]))
+        self.conn.execute(_PUT_EDGE, (self.chat_id, *(row[c] for c in EDGE_COLUMNS)))
 
     def drop_edge(self, edge_id: str) -> None:
         self.touched_edges.add(edge_id)

@@ -1,7 +1,9 @@
 """The store: chats, their messages, the commit log (source of truth) and the graph projection.
 
 `commit` is the only write path to the graph; `rollback` undoes every commit anchored at or after a floor.
-All of it happens in SQLite transactions, so a crash at any point leaves either the old or the new state.
+All of it happens in database transactions (SQLite, or PostgreSQL by URL: location.py), so a crash or a lost
+connection at any point leaves either the old or the new state, and a commit or rollback holds its chat's write
+lock (both engines honour it), so two processes never interleave one chat's commits.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from curator.schemas import Schema, schema_from_data
 
 from curator.store.changes import ChangeLog
 from curator.store.db import BUSY_TIMEOUT_MS, connect
+from curator.store.location import redact, store_url
 from curator.errors import ChatExists, ChatNotFound, CuratorError, OpError
 from curator.store.messages import Message
 from curator.store.ops import dump_ops, parse_ops
@@ -72,11 +75,13 @@ class Chat:
 
 
 class Store:
-    """All chats under one data directory. Safe to share between threads: each thread reads through its own
-    connection (so a reader never sees another thread's open transaction), and writes are serialized."""
+    """All chats under one data directory (or in the PostgreSQL database `store` names). Safe to share between
+    threads: each thread reads through its own connection (so a reader never sees another thread's open
+    transaction), and writes are serialized."""
 
-    def __init__(self, data_dir: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS):
+    def __init__(self, data_dir: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, store: str | None = None):
         self.data_dir = Path(data_dir).expanduser()
+        self.url = store_url(self.data_dir, store)  # None: the SQLite file in data_dir
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -98,11 +103,26 @@ class Store:
         return row[0]
 
     @property
+    def engine(self) -> str:
+        """"sqlite" or "postgresql"."""
+        return "postgresql" if self.url else "sqlite"
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages (a PostgreSQL URL without its password)."""
+        return redact(self.url) if self.url else str(self.data_dir)
+
+    @property
     def conn(self) -> sqlite3.Connection:
-        """This thread's connection (opened on first use)."""
+        """This thread's connection (opened on first use; reopened after the server dropped it)."""
         conn = getattr(self._local, "conn", None)
+        if conn is not None and conn.broken:
+            with self._lock:
+                self._connections.remove(conn)
+            conn.close()
+            conn = None
         if conn is None:
-            conn = connect(self.data_dir, self._busy_timeout_ms)
+            conn = connect(self.data_dir, self._busy_timeout_ms, self.url)
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -122,15 +142,20 @@ class Store:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: everything inside lands together or not at all."""
+    def transaction(self, chat_id: str | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction: everything inside lands together or not at all. With `chat_id`, it holds that
+        chat's write lock from its start, across processes (SQLite: the file's write lock; PostgreSQL: an
+        advisory lock), so commits and rollbacks of one chat never interleave."""
         with self._lock:
-            self.conn.execute("BEGIN IMMEDIATE")
+            conn = self.conn
+            conn.begin()
             try:
-                yield self.conn
-                self.conn.execute("COMMIT")
+                if chat_id is not None:
+                    conn.lock_chat(chat_id)
+                yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                self.conn.rollback_quietly()
+                conn.rollback_quietly()
                 raise
 
     # ---- chats --------------------------------------------------------------------------------
@@ -202,7 +227,7 @@ class Store:
         return problems
 
     def delete_chat(self, chat_id: str) -> None:
-        with self.transaction() as conn:
+        with self.transaction(chat_id) as conn:
             self.chat(chat_id)
             for table, column in (("chats", "id"), ("messages", "chat_id"), ("commits", "chat_id"),
                                   ("nodes", "chat_id"), ("node_names", "chat_id"), ("edges", "chat_id"),
@@ -219,7 +244,7 @@ class Store:
     def set_messages_from(self, chat_id: str, floor: int, messages: Sequence[Message]) -> None:
         """Replace the floors from `floor` on with `messages` (floors below stay as stored): a sync of a long chat
         writes only what changed."""
-        with self.transaction() as conn:
+        with self.transaction(chat_id) as conn:
             self.chat(chat_id)
             conn.execute("DELETE FROM messages WHERE chat_id=? AND floor >= ?", (chat_id, floor))
             conn.executemany(
@@ -256,18 +281,18 @@ class Store:
             raise CuratorError(f"anchor floor must be >= 0, got {anchor_floor}")
         parsed = _parse(list(ops))
         at = at or utc_now()
-        with self.transaction() as conn:
+        with self.transaction(chat_id) as conn:
             schema = self.chat(chat_id).schema
             applier = Applier(conn, chat_id, schema, anchor_floor, at)
             done = dump_ops(applier.apply(parsed))
-            cursor = conn.execute(
+            commit_id = conn.execute(
                 "INSERT INTO commits (chat_id, anchor_floor, origin, at, ops_json, undo_json, note) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (chat_id, anchor_floor, origin, at, _dumps(done), _dumps(applier.undo_record()), note),
-            )
+            ).fetchone()[0]
             self.changes.graph_changed(chat_id, _bump_version(conn, chat_id), applier.touched_nodes,
                                        applier.touched_edges)
-            record = CommitRecord(cursor.lastrowid, chat_id, anchor_floor, origin, at, done, note)
+            record = CommitRecord(commit_id, chat_id, anchor_floor, origin, at, done, note)
         self._changed(chat_id)
         return record
 
@@ -286,7 +311,7 @@ class Store:
             raise CuratorError(f"cannot roll back to floor {floor}: floors start at 0",
                                "Floor 0 reverts every commit of the chat; a later floor keeps what came before it.")
         result = RollbackResult(chat_id, floor)
-        with self.transaction() as conn:
+        with self.transaction(chat_id) as conn:
             schema = self.chat(chat_id).schema
             first = conn.execute("SELECT MIN(id) FROM commits WHERE chat_id=? AND anchor_floor >= ?",
                                  (chat_id, floor)).fetchone()[0]
@@ -340,7 +365,7 @@ class Store:
 
     def rebuild_projection(self, chat_id: str) -> int:
         """Throw the graph tables away and replay the whole commit log; returns the commits replayed."""
-        with self.transaction() as conn:
+        with self.transaction(chat_id) as conn:
             schema = self.chat(chat_id).schema
             for table in ("nodes", "node_names", "edges"):
                 conn.execute(f"DELETE FROM {table} WHERE chat_id=?", (chat_id,))
@@ -356,7 +381,7 @@ class Store:
     def clear_graph(self, chat_id: str) -> int:
         """Forget the chat's whole commit log and graph (a full rebuild starts from here); returns the commits
         removed. Messages and settings stay."""
-        with self.transaction() as conn:
+        with self.transaction(chat_id) as conn:
             self.chat(chat_id)
             removed = conn.execute("DELETE FROM commits WHERE chat_id=?", (chat_id,)).rowcount
             for table in ("nodes", "node_names", "edges"):

@@ -158,7 +158,7 @@ class HistorySync:
                     return floor
                 legacy.append((message.hash, chat_id, floor))
         if legacy:  # written when the hash still covered the swipe index: same floor, new form of its hash
-            with self.store.transaction() as conn:
+            with self.store.transaction(chat_id) as conn:
                 conn.executemany("UPDATE messages SET hash=? WHERE chat_id=? AND floor=?", legacy)
         return None
 

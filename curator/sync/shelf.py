@@ -34,14 +34,15 @@ class Shelf:
             return
         data = [{"anchor_floor": c.anchor_floor, "origin": c.origin, "note": c.note, "ops": c.ops}
                 for c in reversed(commits)]  # oldest first: the order they are replayed in
-        with self.store.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO swipe_shelf (chat_id, floor, text_key, commits_json, at) "
-                         "VALUES (?, ?, ?, ?, ?)",
+        with self.store.transaction(chat_id) as conn:
+            conn.execute("INSERT INTO swipe_shelf (chat_id, floor, text_key, commits_json, at) VALUES (?, ?, ?, ?, ?) "
+                         "ON CONFLICT (chat_id, floor, text_key) DO UPDATE SET commits_json = excluded.commits_json, "
+                         "at = excluded.at",
                          (chat_id, floor, text_key(message), json.dumps(data, ensure_ascii=False), utc_now()))
 
     def take(self, chat_id: str, floor: int, message: Message) -> list[dict] | None:
         """The shelved commits for this reply at this floor (removed from the shelf), or None."""
-        with self.store.transaction() as conn:
+        with self.store.transaction(chat_id) as conn:
             row = conn.execute("SELECT commits_json FROM swipe_shelf WHERE chat_id=? AND floor=? AND text_key=?",
                                (chat_id, floor, text_key(message))).fetchone()
             if row is None:
@@ -69,8 +70,8 @@ class Shelf:
 
     def drop(self, chat_id: str, from_floor: int, keep_floor: int | None = None) -> int:
         """Forget the entries at or after `from_floor` (except those at `keep_floor`); returns how many."""
-        with self.store.transaction() as conn:
-            cursor = conn.execute("DELETE FROM swipe_shelf WHERE chat_id=? AND floor >= ? AND floor IS NOT ?",
+        with self.store.transaction(chat_id) as conn:
+            cursor = conn.execute("DELETE FROM swipe_shelf WHERE chat_id=? AND floor >= ? AND floor IS DISTINCT FROM ?",
                                   (chat_id, from_floor, keep_floor))
         return cursor.rowcount
 

@@ -88,7 +88,7 @@ def put_settings(chat_id: str, body: SettingsIn, service: ServiceDep) -> dict:
     settings = _check_settings(body.model_dump())
     with service.writer(chat_id):
         service.memory.chat(chat_id)
-        with service.memory.store.transaction() as conn:
+        with service.memory.store.transaction(chat_id) as conn:
             conn.execute("UPDATE chats SET settings_json=?, updated_at=? WHERE id=?",
                          (json.dumps(settings), utc_now(), chat_id))
     return _chat_dict(service, chat_id)

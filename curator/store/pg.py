@@ -1,0 +1,194 @@
+"""The store on PostgreSQL: a psycopg 3 connection that speaks the store's calling convention.
+
+The store's modules write SQL in the subset SQLite and PostgreSQL share, with `?` placeholders, and read rows by
+position or by column name (as `sqlite3.Row`). This module is the thin dialect layer that makes that true here:
+placeholders are rewritten once per statement text (cached), rows carry their column names, errors become the
+`curator.errors` hierarchy with a message that names the database without its password, and the connection runs
+in autocommit so a read never leaves a transaction open; `begin()` starts an explicit one.
+(bench/store_engines.py measured psycopg against SQLAlchemy Core on this path: bench/README.md.)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.adapt import Loader
+from psycopg.types.numeric import Int8Dumper
+
+from curator.errors import StoreError, StoreLocked
+from curator.store.location import redact
+
+CONNECT_TIMEOUT_S = 10
+# Advisory-lock namespaces (the first key of the two-key form), so the store's locks never collide.
+MIGRATION_LOCK = 0x4D43  # "MC": one migrator at a time per schema
+CHAT_LOCK = 0x4D44  # one commit or rollback at a time per chat
+
+
+class Row:
+    """A result row readable by position, by column name, unpacked, or as `dict(row)` (like sqlite3.Row)."""
+
+    __slots__ = ("_values", "_index")
+
+    def __init__(self, values: tuple, index: dict[str, int]):
+        self._values, self._index = values, index
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return self._values[self._index[key]]
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+    def __repr__(self) -> str:
+        return f"Row({dict(zip(self._index, self._values))!r})"
+
+
+def _row_factory(cursor):
+    description = cursor.description
+    if description is None:
+        return tuple
+    index = {column.name: i for i, column in enumerate(description)}
+    return lambda values: Row(values, index)
+
+
+class _NumericLoader(Loader):
+    """SUM over BIGINT is NUMERIC in PostgreSQL; SQLite gives an int (or a float). Keep SQLite's types, not Decimal."""
+
+    def load(self, data):
+        text = bytes(data).decode()
+        return float(text) if any(c in text for c in ".eEN") else int(text)
+
+
+class _BoolAsIntDumper(Int8Dumper):
+    """The schema stores flags as integers (SQLite has no booleans): send True/False as 1/0."""
+
+    def dump(self, obj):
+        return super().dump(int(obj))
+
+
+@lru_cache(maxsize=4096)
+def to_pyformat(sql: str) -> str:
+    """`?` placeholders to psycopg's `%s` (and a literal `%` to `%%`), leaving quoted text alone."""
+    out, quote = [], ""
+    for ch in sql:
+        if quote:
+            out.append("%%" if ch == "%" else ch)
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            out.append(ch)
+        elif ch == "?":
+            out.append("%s")
+        elif ch == "%":
+            out.append("%%")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class PgConnection:
+    """One PostgreSQL session with the store's calling convention (see the module docstring)."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: str, busy_timeout_ms: int):
+        self.url = url
+        self.where = redact(url)
+        try:
+            self._conn = psycopg.connect(url, autocommit=True, row_factory=_row_factory,
+                                         connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open the PostgreSQL store {self.where}: {_reason(exc)}",
+                             "Check that the server is running and the URL's host, port, user, password and "
+                             "database are right (--store, CURATOR_STORE or `store:` in config.yaml).") from None
+        except (ValueError, TypeError) as exc:  # libpq rejects a malformed URL or option
+            raise StoreError(f"invalid PostgreSQL store URL {self.where}: {exc}") from None
+        self._conn.adapters.register_loader("numeric", _NumericLoader)
+        self._conn.adapters.register_dumper(bool, _BoolAsIntDumper)
+        # A write waits this long for a lock (a chat's commit lock, a row) before failing with StoreLocked.
+        self.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
+
+    # ---- the calling convention ---------------------------------------------------------------
+    def execute(self, sql: str, params=()):
+        try:
+            return self._conn.execute(to_pyformat(sql), tuple(params) or None)
+        except psycopg.Error as exc:
+            raise translate(exc, self.where) from None
+
+    def executemany(self, sql: str, params):
+        params = [tuple(p) for p in params]
+        cursor = self._conn.cursor()
+        if params:
+            try:
+                cursor.executemany(to_pyformat(sql), params)
+            except psycopg.Error as exc:
+                raise translate(exc, self.where) from None
+        return cursor
+
+    # ---- transactions and locks ---------------------------------------------------------------
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def begin(self) -> None:
+        self.execute("BEGIN")
+
+    def commit(self) -> None:
+        self.execute("COMMIT")
+
+    def rollback_quietly(self) -> None:
+        """End the open transaction, if any; a connection that broke meanwhile is left for the store to replace."""
+        if self.broken:
+            return
+        try:
+            if self.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass
+
+    def lock_chat(self, chat_id: str) -> None:
+        """Hold the chat's write lock until this transaction ends: no other process commits or rolls it back
+        meanwhile (within one process the store's own lock already serialises writes)."""
+        self.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (CHAT_LOCK, chat_id))
+
+    def lock_migrations(self) -> None:
+        self.execute("SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", (MIGRATION_LOCK,))
+
+    def has_table(self, name: str) -> bool:
+        return self.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0]
+
+    def backend_pid(self) -> int:
+        return self._conn.info.backend_pid
+
+    @property
+    def broken(self) -> bool:
+        return self._conn.closed or self._conn.broken
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _reason(exc: psycopg.Error) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+def translate(exc: psycopg.Error, where: str) -> StoreError:
+    """Turn a psycopg error into one of ours with a message that names the database (never its password)."""
+    if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected)):
+        return StoreLocked(f"database {where} is locked ({_reason(exc)})")
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, pg_errors.QueryCanceled):
+        return StoreError(f"lost the connection to the PostgreSQL store {where} ({_reason(exc)}); "
+                          "the transaction in progress was not committed",
+                          "Check the server, then retry: nothing half-written was kept.")
+    return StoreError(f"database {where}: {_reason(exc)}")
