@@ -29,6 +29,19 @@ def wait_line(proc: subprocess.Popen, expected: str) -> None:
     assert line == expected, f"child said {line!r} (exit {proc.poll()})"
 
 
+def stop(data: Path, procs) -> None:
+    """Ask the runner children to stop; any that does not within the hang guard is killed (never left behind)."""
+    (data / "stop").touch()
+    for proc in procs:
+        if proc is None:
+            continue
+        try:
+            proc.wait(timeout=HANG_GUARD)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def wait_until(check, what: str, timeout: float = 120):
     deadline = time.monotonic() + timeout
     while not (found := check()):
@@ -73,6 +86,7 @@ def test_a_chat_held_by_another_process_makes_a_writer_wait_then_fail_clearly(tm
 
 def test_two_runner_processes_share_the_queue_and_run_each_job_once(tmp_path):
     data, log = tmp_path / "data", tmp_path / "jobs.log"
+    data.mkdir()  # on PostgreSQL the store does not make it; the stop file goes there
     store = Store(data)
     runners = [child("runner", data, log, 30, "-", 2) for _ in range(2)]
     try:
@@ -85,9 +99,7 @@ def test_two_runner_processes_share_the_queue_and_run_each_job_once(tmp_path):
         wait_until(lambda: store.conn.execute("SELECT COUNT(*) FROM jobs WHERE state='done'").fetchone()[0] == 40,
                    "every job done")
     finally:
-        (data / "stop").touch()
-        for proc in runners:
-            proc.wait(timeout=HANG_GUARD)
+        stop(data, runners)
     done = [line.split() for line in log.read_text().splitlines()]
     assert sorted(job for job, _, _ in done) == ids  # each exactly once
     workers = {worker for _, worker, _ in done}
@@ -99,6 +111,7 @@ def test_two_runner_processes_share_the_queue_and_run_each_job_once(tmp_path):
 
 def test_a_killed_workers_jobs_are_taken_over_after_the_lease_or_failed_visibly(tmp_path, default_schema):
     data, log = tmp_path / "data", tmp_path / "jobs.log"
+    data.mkdir()  # on PostgreSQL the store does not make it; the stop file goes there
     store = Store(data)
     store.create_chat("c", default_schema)  # a job of a deleted chat is failed, never resumed
     # The first worker says it runs elsewhere, so only its lease (1.5 s) can free its jobs, not its missing pid.
@@ -120,10 +133,8 @@ def test_a_killed_workers_jobs_are_taken_over_after_the_lease_or_failed_visibly(
                    "the takeover")
         assert time.monotonic() - killed_at >= 1.0  # not before the lease ran out (it was 1.5 s from a renewal)
     finally:
-        (data / "stop").touch()
-        for proc in (first, second):
-            if proc is not None:
-                proc.wait(timeout=HANG_GUARD)
+        first.kill()  # already killed, unless the test failed before
+        stop(data, [first, second])
     resumed = state("job_stuck")
     assert resumed["attempts"] == 2 and resumed["worker"] != "elsewhere:1:abc"
     assert "interrupted by a restart of the service or the death of its worker" in state("job_fragile")["error"]

@@ -29,7 +29,7 @@ DEFAULT_TIMEOUT = 600.0  # a step holds the lock through an LLM call; the slowes
 POLL = 0.05
 # The advisory-lock key space of chat writer locks (the two-int form): apart from any lock the store takes itself,
 # so a chat's writer lock and its transaction lock never wait on each other.
-ADVISORY_CLASS = 0x4D43  # "MC"
+ADVISORY_CLASS = 0x4D45  # apart from curator/store/pg.py's migration (0x4D43) and commit (0x4D44) locks
 
 
 class ChatBusy(StoreLocked):
@@ -112,10 +112,6 @@ def lock_name(chat_id: str) -> str:
     return hashlib.blake2b(chat_id.encode(), digest_size=12).hexdigest()
 
 
-def advisory_key(chat_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(chat_id.encode(), digest_size=4).digest(), "big", signed=True)
-
-
 def _wait(try_once: Callable[[], bool], timeout: float, chat_id: str, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not try_once():
@@ -148,19 +144,22 @@ def file_lock(folder: Path, chat_id: str, timeout: float) -> Iterator[None]:
 
 @contextmanager
 def advisory_lock(url: str, chat_id: str, timeout: float) -> Iterator[None]:
-    import psycopg
+    from curator.store.pg import PgConnection
 
-    conn = psycopg.connect(url, autocommit=True)
-    key = advisory_key(chat_id)
+    conn = PgConnection(url, 5000)
+    # advisory locks are per database: the key names the store's schema too, so two stores in one database differ
+    key = ("SELECT hashtext(current_schema() || ':' || ?)", (chat_id,))
+    key = conn.execute(*key).fetchone()[0]
 
     def try_once() -> bool:
-        return bool(conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (ADVISORY_CLASS, key)).fetchone()[0])
+        return bool(conn.execute("SELECT pg_try_advisory_lock(?, ?)", (ADVISORY_CLASS, key)).fetchone()[0])
 
     try:
         _wait(try_once, timeout, chat_id, "PostgreSQL advisory lock")
         try:
             yield
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (ADVISORY_CLASS, key))
+            if not conn.broken:
+                conn.execute("SELECT pg_advisory_unlock(?, ?)", (ADVISORY_CLASS, key))
     finally:
         conn.close()  # the server drops the session's locks with it, whatever happened above
