@@ -283,4 +283,5 @@ def _job(row) -> dict:
     return {"id": row["id"], "chat": row["chat_id"], "kind": row["kind"], "params": json.loads(row["params_json"]),
             "state": row["state"], "progress": {"done": row["done"], "total": row["total"]},
             "message": row["message"], "result": json.loads(row["result_json"]) if row["result_json"] else None,
-            "error": row["error"], "created_at": row["created_at"], "updated_at": row["updated_at"]}
+            "error": row["error"], "created_at": row["created_at"], "updated_at": row["updated_at"],
+            "worker": row["worker"], "attempts": row["attempts"]}
