@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 
 import chromadb
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
+from chromadb.errors import NotFoundError
 from chromadb.utils.embedding_functions import register_embedding_function
 
 from curator.errors import CuratorError
@@ -145,9 +146,8 @@ class VectorIndex:
             found = self._counts[(chat_id, kind)] = self._collection(chat_id, kind).count()
         return found
 
-    def _stamp(self, chat_id: str) -> tuple[int, int, int]:
-        return (self.store.changes.epoch(chat_id), self.store.graph_version(chat_id),
-                self.store.messages_version(chat_id))
+    def _stamp(self, chat_id: str) -> tuple[tuple, int, int]:
+        return self.store.stamp(chat_id)
 
     def _state(self, chat_id: str) -> tuple[str | None, dict[str, tuple[str, str, str]]]:
         """The profile the chat was indexed with, and per node: content, metadata and source hashes (the source
@@ -177,6 +177,10 @@ class VectorIndex:
             if report is not None:
                 return report
         self._known.pop(chat_id, None)
+        # The store could not say what changed (another process wrote, or this process never synced the chat):
+        # what this process remembers of the chat's collections may be stale too (another process may have
+        # filled them, or dropped and made them again), so it is asked of Chroma afresh.
+        self._forget_handles(chat_id)
         chat = self.store.chat(chat_id)
         profile_key, hashes = self._state(chat_id)
         if profile_key is not None and profile_key != self.profile.key:
@@ -348,12 +352,15 @@ class VectorIndex:
                          "ON CONFLICT(chat_id) DO UPDATE SET profile=excluded.profile, updated_at=excluded.updated_at",
                          (chat_id, self.profile.key, utc_now()))
 
-    def drop(self, chat_id: str) -> None:
-        """Forget the chat's vectors (the collection and the hashes)."""
-        self._known.pop(chat_id, None)
+    def _forget_handles(self, chat_id: str) -> None:
         for kind in (NODES, SOURCES):
             self._collections.pop((chat_id, kind), None)
             self._counts.pop((chat_id, kind), None)
+
+    def drop(self, chat_id: str) -> None:
+        """Forget the chat's vectors (the collection and the hashes)."""
+        self._known.pop(chat_id, None)
+        self._forget_handles(chat_id)
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
         for kind in (NODES, SOURCES):
             if self.collection_name(chat_id, kind) in names:
@@ -386,7 +393,12 @@ class VectorIndex:
             return []
         if text not in vectors:
             vectors[text] = self.function.embedder.embed_queries([text])[0]
-        result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
+        try:
+            result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
+        except NotFoundError:  # another process dropped and made the collection again (a full rebuild)
+            self._forget_handles(chat_id)
+            collection = self._collection(chat_id, kind)
+            result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
         return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
 
     def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:
