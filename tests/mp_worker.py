@@ -4,8 +4,8 @@ lock DATA CHAT ROUNDS LOG: take the chat's writer lock ROUNDS times (re-entering
   "start PID" / "end PID" lines to LOG inside it, with a pause in between, so interleaving would show.
 hold DATA CHAT SECONDS: take the chat's writer lock, print "held", keep it SECONDS.
 runner DATA LOG LEASE WORKER_ID THREADS: run a job runner over the store until DATA/stop exists; its kinds append
-  "job_id worker" lines to LOG ("work" is quick and not resumable; "stuck" blocks until killed and is resumable,
-  "fragile" blocks and is not).
+  "job_id worker" lines to LOG ("work" is quick and not resumable; "stuck" blocks until killed or cancelled and
+  is resumable, "fragile" blocks and is not).
 """
 
 from __future__ import annotations
@@ -57,7 +57,10 @@ def runner(data: str, log: str, lease: str, worker: str, threads: str) -> None:
         if ctx.resumed:
             return work(ctx)
         _append(Path(log), f"{ctx.job_id} {me.worker} started")
-        time.sleep(3600)
+        deadline = time.monotonic() + 3600
+        while not ctx.should_stop() and time.monotonic() < deadline:  # blocks until killed, stopped or cancelled
+            time.sleep(0.05)
+        ctx.check()
         return {}
 
     kinds = {"work": JobKind(work), "stuck": JobKind(stuck, resumable=True), "fragile": JobKind(stuck)}

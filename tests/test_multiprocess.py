@@ -141,3 +141,24 @@ def test_a_killed_workers_jobs_are_taken_over_after_the_lease_or_failed_visibly(
     lines = [line.split() for line in log.read_text().splitlines()]
     assert [(job, how) for job, _, how in lines if how != "started"] == [("job_stuck", "resumed")]  # once
     store.close()
+
+
+def test_a_job_is_cancelled_from_another_process_and_unknown_kinds_are_left_to_others(tmp_path, default_schema):
+    data, log = tmp_path / "data", tmp_path / "jobs.log"
+    data.mkdir()
+    store = Store(data)
+    store.create_chat("c", default_schema)
+    runner = child("runner", data, log, 30, "-", 2)
+    try:
+        wait_line(runner, "ready")
+        queue = JobQueue(store)
+        queue.add("job_stuck", "c", "stuck", {})
+        queue.add("job_alien", "c", "a kind no runner knows", {})
+        wait_until(lambda: log.exists() and "job_stuck" in log.read_text(), "the job started")
+        queue.request_cancel("job_stuck")  # this process does not run it: the runner child hears of it
+        state = lambda job: store.conn.execute("SELECT * FROM jobs WHERE id=?", (job,)).fetchone()  # noqa: E731
+        wait_until(lambda: state("job_stuck")["state"] == "cancelled", "the cancel", timeout=60)
+        assert state("job_alien")["state"] == "queued" and state("job_alien")["worker"] is None
+    finally:
+        stop(data, [runner])
+    store.close()

@@ -71,17 +71,20 @@ class JobQueue:
             "AND cancel_requested=0 ORDER BY created_at DESC LIMIT 1", (chat_id, kind)).fetchone()
         return row[0] if row else None
 
-    def claim(self, limit: int) -> list:
-        """Take up to `limit` queued jobs, oldest first; each row is the job as taken (state running, ours)."""
-        if limit <= 0 or not self.store.conn.execute(
+    def claim(self, limit: int, kinds) -> list:
+        """Take up to `limit` queued jobs of `kinds` (those this worker can run), oldest first; each row is the job
+        as taken (state running, ours)."""
+        kinds = sorted(kinds)
+        if limit <= 0 or not kinds or not self.store.conn.execute(
                 "SELECT 1 FROM jobs WHERE state='queued' LIMIT 1").fetchone():  # idle: no write transaction
             return []
+        marks = ", ".join("?" * len(kinds))
         with self.store.transaction() as conn:
             rows = conn.execute(
                 "UPDATE jobs SET state='running', worker=?, lease_until=?, attempts=attempts+1, updated_at=? "
-                "WHERE id IN (SELECT id FROM jobs WHERE state='queued' AND cancel_requested=0 "
+                f"WHERE id IN (SELECT id FROM jobs WHERE state='queued' AND cancel_requested=0 AND kind IN ({marks}) "
                 f"ORDER BY created_at LIMIT ?{self._skip_locked}) RETURNING *",
-                (self.worker, lease_end(self.lease), utc_now(), int(limit))).fetchall()
+                (self.worker, lease_end(self.lease), utc_now(), *kinds, int(limit))).fetchall()
         return sorted(rows, key=lambda r: r["created_at"])
 
     def stranded(self) -> list:
@@ -121,6 +124,11 @@ class JobQueue:
         found = {r["id"]: (r["worker"] == self.worker and r["state"] == "running", bool(r["cancel_requested"]))
                  for r in rows}
         return {job_id: found.get(job_id, (False, False)) for job_id in job_ids}
+
+    def cancel_requests(self) -> set[str]:
+        """Our running jobs that someone (any process) asked to stop."""
+        return {r[0] for r in self.store.conn.execute(
+            "SELECT id FROM jobs WHERE worker=? AND state='running' AND cancel_requested=1", (self.worker,))}
 
     def update(self, job_id: str, values: dict, mine: bool = True) -> bool:
         """Set columns of a job; with `mine`, only while this worker holds it (a progress report also renews the

@@ -145,6 +145,7 @@ class JobRunner:
                 if now - stranded >= max(1.0, self.poll * 5):
                     stranded = now
                     self._take_stranded()
+                    self._hear_cancels()
                 self._take_queued()
             except Exception:  # noqa: BLE001 - a failed round (store busy, connection lost) is tried again
                 log.exception("jobs ticker round failed; trying again")
@@ -156,7 +157,7 @@ class JobRunner:
             return
         with self._guard:
             free = self.workers - len(self._live)
-        for row in self.queue.claim(free):
+        for row in self.queue.claim(free, self.kinds):
             self._start(row, resumed=int(row["attempts"]) > 1, message=None)
 
     def _take_stranded(self) -> dict[str, list[str]]:
@@ -177,6 +178,16 @@ class JobRunner:
         if outcome["resumed"] or outcome["failed"]:
             log.warning("jobs whose worker stopped: %s", outcome)
         return outcome
+
+    def _hear_cancels(self) -> None:
+        """Cancel requests made in other processes reach the job within about a second."""
+        with self._guard:
+            if not self._live:
+                return
+        for job_id in self.queue.cancel_requests():
+            ctx = self._live.get(job_id)
+            if ctx is not None:
+                ctx.cancelled.set()
 
     def _renew(self) -> None:
         with self._guard:
