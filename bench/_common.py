@@ -125,12 +125,12 @@ def emit(args: argparse.Namespace, report: dict, render: Callable[[dict], str]) 
 class TempMemory:
     """`curator.open` on a fresh temporary data directory, removed again on exit."""
 
-    def __init__(self, prefix: str = "curator-bench-"):
+    def __init__(self, prefix: str = "curator-bench-", store: str | None = None):
         import tempfile
 
         self._tmp = tempfile.TemporaryDirectory(prefix=prefix)
         self.path = Path(self._tmp.name)
-        self.memory = curator.open(self.path)
+        self.memory = curator.open(self.path, store=store)
 
     def __enter__(self) -> Self:
         return self

@@ -4,7 +4,6 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
@@ -13,8 +12,8 @@ from curator.schemas import load_preset
 
 # The suite runs on SQLite (the default) or on PostgreSQL: `pytest --store-engine postgresql` (or
 # CURATOR_TEST_ENGINE=postgresql) starts a throwaway cluster (tests/pg_cluster.py) unless CURATOR_TEST_STORE names a
-# server to use (postgresql://user:password@host:port/database). Each test gets a fresh schema there, passed to the
-# store (and to CLI subprocesses, which inherit it) as CURATOR_STORE with `options=-csearch_path=<schema>`.
+# server to use (postgresql://user:password@host:port/database). Each data directory a test opens gets a fresh schema
+# there (CURATOR_STORE and CURATOR_STORE_SCHEMA_PREFIX, which CLI subprocesses inherit), dropped after the test.
 ENGINES = ("sqlite", "postgresql")
 
 
@@ -65,30 +64,27 @@ def postgres_server(request):
         stop(folder)
 
 
-def with_schema(url: str, schema: str) -> str:
-    """`url` with the connection option that makes `schema` the search path."""
-    option = quote(f"-csearch_path={schema}")
-    return f"{url}{'&' if '?' in url else '?'}options={option}"
-
-
 @pytest.fixture(autouse=True)
 def store_engine_for_test(request, postgres_server, monkeypatch):
-    """On the PostgreSQL run: a fresh schema for this test, made the store of everything it opens."""
+    """On the PostgreSQL run: every data directory the test opens (in this process or in a CLI subprocess, which
+    inherits the environment) gets a fresh schema of its own, dropped afterwards."""
     if postgres_server is None:
         yield None
         return
     import psycopg
 
-    schema = f"t_{uuid.uuid4().hex[:16]}"
+    prefix = f"t_{uuid.uuid4().hex[:12]}_"
+    # application_name tags the test's sessions, so its leftovers (a store never closed, a server subprocess) can
+    # be ended before its schemas are dropped, and no other session is touched.
+    tagged = f"{postgres_server}{'&' if '?' in postgres_server else '?'}application_name={prefix}"
+    monkeypatch.setenv("CURATOR_STORE", tagged)
+    monkeypatch.setenv("CURATOR_STORE_SCHEMA_PREFIX", prefix)
+    yield tagged
     with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    monkeypatch.setenv("CURATOR_STORE", with_schema(postgres_server, schema))
-    yield os.environ["CURATOR_STORE"]
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        # A test's leftover connections (a server subprocess, a store never closed) must not hold the drop up.
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                      "AND query_start IS NOT NULL AND datname = current_database() AND state = 'idle in transaction'")
-        admin.execute(f"DROP SCHEMA {schema} CASCADE")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (prefix,))
+        for (schema,) in admin.execute("SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s)",
+                                       (prefix,)).fetchall():
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @pytest.fixture

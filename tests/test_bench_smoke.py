@@ -42,12 +42,12 @@ ROLLBACK_ROW_KEYS = {
 COUNT_KEYS = {"nodes", "nodes_active", "nodes_archived", "edges"}
 
 
-def run_quick(name: str) -> dict:
+def run_quick(name: str, *extra: str) -> dict:
     script = BENCH / f"{name}.py"
     if not script.is_file():
         pytest.skip(f"{script} is missing")
     # The timeout only guards against a hang; it is not a performance check.
-    proc = subprocess.run([sys.executable, str(script), "--quick", "--json"], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, str(script), "--quick", "--json", *extra], cwd=ROOT, capture_output=True,
                           text=True, timeout=600, check=False)
     assert proc.returncode == 0, f"{name} failed:\n{proc.stderr[-4000:]}"
     report = json.loads(proc.stdout)
@@ -137,3 +137,19 @@ def test_history_sync_quick():
     assert [r["scenario"] for r in rows] == ["edit", "delete", "swipe", "swipe back", "edit user + append"]
     assert all(r["equals_fresh_ingest"] for r in rows)
     assert rows[3]["restored"] == 1 and rows[3]["model_calls"] == 0  # the swipe back costs no model call
+
+
+RESULT_KEYS["store_engines"] = {"overhead", "commits", "recall"}
+
+
+def test_store_engines_quick(postgres_server):
+    """Both engines in one run: the run's PostgreSQL server, or a throwaway cluster the script starts itself."""
+    from pg_cluster import binaries
+
+    if postgres_server is None and binaries() is None:
+        pytest.skip("no PostgreSQL server or binaries (apt-get install postgresql)")
+    results = run_quick("store_engines", *(["--pg", postgres_server] if postgres_server else []))["results"]
+    assert {row["engine"] for row in results["commits"]} == {"sqlite", "postgresql"}
+    assert {row["engine"] for row in results["recall"]} == {"sqlite", "postgresql"}
+    assert all(row["commits_per_s"] > 0 and row["rollback_ms_median"] > 0 for row in results["commits"])
+    assert {row["statement"] for row in results["overhead"]} == {"upsert", "select by key"}

@@ -97,6 +97,7 @@ def test_debug_shows_the_traceback(tmp_path):
     assert proc.returncode == 1 and "Traceback" in proc.stderr
 
 
+@pytest.mark.engine("sqlite", reason="a damaged memory.db file")
 def test_corrupt_database_error(tmp_path):
     (tmp_path / "memory.db").write_bytes(b"garbage" * 500)
     proc = run("chats", data=tmp_path, check=False)

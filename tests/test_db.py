@@ -10,6 +10,9 @@ from curator.errors import MigrationFailed, StoreCorrupt, StoreLocked, StoreTooN
 from curator.store.store import Store
 from curator.schemas import load_preset
 
+# The SQLite file itself (WAL, damaged pages, its file lock); tests/test_store_engines.py covers both engines.
+pytestmark = pytest.mark.engine("sqlite", reason="opens memory.db with sqlite3")
+
 
 def test_database_is_wal_and_versioned(tmp_path):
     with Store(tmp_path) as store:

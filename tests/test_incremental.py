@@ -193,6 +193,7 @@ def test_vector_sync_follows_random_changes_like_a_full_compare(memory):
     assert index._collection("road").count() == sum(1 for c, _, _ in followed.values() if c)
 
 
+@pytest.mark.engine("sqlite", reason="SQLite's planner once picked the wrong index here; PostgreSQL plans by statistics")
 def test_mentions_are_looked_up_by_the_primary_key(memory):
     memory.create_chat("road", "default")
     for spans in (2, 40):  # a long question asks for many 1-3 word spans

@@ -5,7 +5,6 @@ is the fake one of test_proxy."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from urllib.parse import quote
 
 import httpx2
@@ -22,6 +21,7 @@ from curator.service.server.request_guard import SitePolicy, lone_surrogate
 from curator.service.server.runner import ThreadedServer
 from curator.service.server.security import check_bind, is_loopback
 
+from store_dump import dump_store
 from test_proxy import Upstream, converse, settle  # noqa: F401 - the fake upstream model and a conversation
 
 IDS = ["小明的聊天", "ゆきの部屋", "🐉 dragon chat", "محادثة سرية", "שיחה"]  # Chinese, Japanese, emoji, Arabic, Hebrew
@@ -29,8 +29,7 @@ IDS = ["小明的聊天", "ゆきの部屋", "🐉 dragon chat", "محادثة �
 
 def dump(memory) -> str:
     """Every row of the store, to compare before and after a refused request."""
-    with sqlite3.connect(memory.data_dir / "memory.db") as conn:
-        return "\n".join(conn.iterdump())
+    return dump_store(memory.data_dir)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curator.store.db import DB_FILENAME, TranslatingConnection
+from curator.store.db import DB_FILENAME, TranslatingConnection, migrate
 from curator.errors import CuratorError, OpError
 from curator.store.ops import dump_ops, parse_ops
 from curator.store.projection import Applier
@@ -68,6 +68,9 @@ class Workspace:
                                factory=TranslatingConnection)
         conn.path = ":memory: (curator workspace)"
         conn.row_factory = sqlite3.Row
+        if store.engine != "sqlite":
+            _copy_from_server(conn, store, chat_id)
+            return cls._opened(store, chat, conn, chat_id, anchor, seq, active_types, latest_floor, index)
         ddl = store.conn.execute(
             f"SELECT type, sql FROM sqlite_master WHERE tbl_name IN ({', '.join('?' * len(GRAPH_TABLES))}) "
             "AND sql IS NOT NULL", GRAPH_TABLES).fetchall()
@@ -85,6 +88,10 @@ class Workspace:
         for kind, sql in ddl:  # indexes after the copy: building them once is cheaper than growing them row by row
             if kind == "index":
                 conn.execute(sql)
+        return cls._opened(store, chat, conn, chat_id, anchor, seq, active_types, latest_floor, index)
+
+    @classmethod
+    def _opened(cls, store, chat, conn, chat_id, anchor, seq, active_types, latest_floor, index) -> Workspace:
         if latest_floor is None:
             row = store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()
             latest_floor = max(anchor, row[0] if row[0] is not None else 0)
@@ -140,6 +147,20 @@ class Workspace:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _copy_from_server(conn: sqlite3.Connection, store: Store, chat_id: str) -> None:
+    """The copy of a chat whose store is on a database server: the store's tables (its own migrations, run on the
+    in-memory database), then the chat's graph rows read over the store's connection."""
+    migrate(conn)
+    conn.execute("BEGIN")
+    for table in GRAPH_TABLES:
+        rows = store.conn.execute(f"SELECT * FROM {table} WHERE chat_id=?", (chat_id,)).fetchall()
+        if rows:
+            columns = list(rows[0].keys())
+            conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                             [tuple(r) for r in rows])
+    conn.execute("COMMIT")
 
 
 def _attach(conn: sqlite3.Connection, store: Store) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable
+from contextlib import nullcontext
 from functools import lru_cache
 from pathlib import Path
 
@@ -174,8 +175,9 @@ class TranslatingConnection(sqlite3.Connection):
     def lock_chat(self, chat_id: str) -> None:
         """Nothing to do: the transaction already holds the file's write lock."""
 
-    def lock_migrations(self) -> None:
-        """Nothing to do: BEGIN IMMEDIATE already serialises migrators."""
+    def migration_lock(self):
+        """Nothing to hold: each step's BEGIN IMMEDIATE already serialises migrators."""
+        return nullcontext()
 
     def has_table(self, name: str) -> bool:
         return self.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
@@ -190,14 +192,12 @@ def connect(data_dir: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, url: str | N
         conn = PgConnection(url, busy_timeout_ms)
         try:
             migrate(conn)
+            _make_data_dir(data_dir)  # it still holds config.yaml and the embedded vector index
         except BaseException:
             conn.close()
             raise
         return conn
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
+    _make_data_dir(data_dir)
     path = data_dir / DB_FILENAME
     try:
         conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False,
@@ -212,6 +212,13 @@ def connect(data_dir: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, url: str | N
     except sqlite3.Error as exc:
         raise translate(exc, path) from None
     return conn
+
+
+def _make_data_dir(data_dir: Path) -> None:
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create data directory {data_dir}: {exc.strerror}") from None
 
 
 def store_exists(data_dir: Path, url: str | None = None) -> bool:
@@ -262,6 +269,13 @@ def has_table(conn, name: str) -> bool:
 
 def migrate(conn) -> int:
     """Apply every pending migration, each atomically with its version bump. Returns the final version."""
+    if current_version(conn) == latest_version():
+        return latest_version()  # the usual case: no lock to take
+    with conn.migration_lock():
+        return _migrate(conn)
+
+
+def _migrate(conn) -> int:
     version = current_version(conn)
     if version > latest_version():
         raise StoreTooNew(f"database {conn.where} is at version {version}; this package knows up to "
@@ -270,7 +284,6 @@ def migrate(conn) -> int:
         step = MIGRATIONS[version]
         conn.begin()
         try:
-            conn.lock_migrations()
             # Re-read inside the write lock: another process may have migrated meanwhile.
             if current_version(conn) != version:
                 _rollback(conn)

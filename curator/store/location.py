@@ -4,16 +4,21 @@ directory's config.yaml. The data directory keeps config.yaml and the embedded v
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import yaml
 
 from curator.errors import StoreError
 
 STORE_ENV = "CURATOR_STORE"
+# Many data directories, one database: with a prefix set, each data directory's store lives in its own schema
+# (the prefix and a hash of the directory's path), made on first use, unless the URL names a schema itself. The
+# test suite runs this way on PostgreSQL.
+SCHEMA_PREFIX_ENV = "CURATOR_STORE_SCHEMA_PREFIX"
 CONFIG_FILENAME = "config.yaml"  # the same file as curator.settings reads
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_NAMES = ("", "sqlite")
@@ -28,6 +33,10 @@ def store_url(data_dir: Path, explicit: str | None = None) -> str | None:
         if candidate.lower() in SQLITE_NAMES:
             return None
         if candidate.startswith(POSTGRES_SCHEMES):
+            prefix = os.environ.get(SCHEMA_PREFIX_ENV)
+            if prefix and "search_path" not in candidate:  # a URL that names its schema keeps it
+                key = hashlib.sha1(str(data_dir.expanduser().resolve()).encode()).hexdigest()[:12]
+                return with_schema(candidate, f"{prefix}{key}")
             return candidate
         raise StoreError(f"unknown store {redact(candidate)!r}: use postgresql://user:password@host:port/database, "
                          "or 'sqlite' for the file in the data directory")
@@ -61,3 +70,9 @@ def redact(url: str) -> str:
         netloc = f"{userinfo}@{host}"
     query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def with_schema(url: str, schema: str) -> str:
+    """`url` with the connection option that keeps the store in `schema` (one database, several stores)."""
+    option = quote(f"-csearch_path={schema}")
+    return f"{url}{'&' if '?' in url else '?'}options={option}"

@@ -10,9 +10,12 @@ in autocommit so a read never leaves a transaction open; `begin()` starts an exp
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 import psycopg
+import psycopg.sql
 from psycopg import errors as pg_errors
 from psycopg.adapt import Loader
 from psycopg.types.numeric import Int8Dumper
@@ -52,11 +55,18 @@ class Row:
         return f"Row({dict(zip(self._index, self._values))!r})"
 
 
+_INDEXES: dict[tuple[bytes, ...], dict[str, int]] = {}  # column names -> {name: position}, shared by all rows
+
+
 def _row_factory(cursor):
-    description = cursor.description
-    if description is None:
+    # Column names straight from the result (cheaper than building cursor.description for every statement).
+    result = cursor.pgresult
+    if result is None or not result.nfields:
         return tuple
-    index = {column.name: i for i, column in enumerate(description)}
+    names = tuple(result.fname(i) for i in range(result.nfields))
+    index = _INDEXES.get(names)
+    if index is None:
+        index = _INDEXES[names] = {name.decode(): i for i, name in enumerate(names)}
     return lambda values: Row(values, index)
 
 
@@ -106,7 +116,7 @@ class PgConnection:
         self.where = redact(url)
         try:
             self._conn = psycopg.connect(url, autocommit=True, row_factory=_row_factory,
-                                         connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None)
+                                         connect_timeout=CONNECT_TIMEOUT_S)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store {self.where}: {_reason(exc)}",
                              "Check that the server is running and the URL's host, port, user, password and "
@@ -115,8 +125,27 @@ class PgConnection:
             raise StoreError(f"invalid PostgreSQL store URL {self.where}: {exc}") from None
         self._conn.adapters.register_loader("numeric", _NumericLoader)
         self._conn.adapters.register_dumper(bool, _BoolAsIntDumper)
-        # A write waits this long for a lock (a chat's commit lock, a row) before failing with StoreLocked.
-        self.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
+        try:
+            self._ensure_schema()
+            # A write waits this long for a lock (a chat's commit lock, a row) before failing with StoreLocked.
+            self.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _ensure_schema(self) -> None:
+        """A URL whose search_path names a schema that is not there yet: make it (the store's tables go there)."""
+        if self.execute("SELECT current_schema()").fetchone()[0] is not None:
+            return
+        first = self.execute("SHOW search_path").fetchone()[0].split(",")[0].strip().strip('"')
+        if not first or first.startswith("$"):
+            return
+        try:
+            self._conn.execute(psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(psycopg.sql.Identifier(first)))
+        except (pg_errors.UniqueViolation, pg_errors.DuplicateSchema):
+            pass  # another process made it meanwhile
+        except psycopg.Error as exc:
+            raise translate(exc, self.where) from None
 
     # ---- the calling convention ---------------------------------------------------------------
     def execute(self, sql: str, params=()):
@@ -161,8 +190,18 @@ class PgConnection:
         meanwhile (within one process the store's own lock already serialises writes)."""
         self.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (CHAT_LOCK, chat_id))
 
-    def lock_migrations(self) -> None:
-        self.execute("SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", (MIGRATION_LOCK,))
+    @contextmanager
+    def migration_lock(self) -> Iterator[None]:
+        """One migrator at a time per schema. A session lock taken before the migration's transactions begin, so
+        each of them starts after the previous migrator's commit and sees its tables (a lock taken inside an open
+        transaction would leave it reading a catalog from before)."""
+        self.execute("SELECT pg_advisory_lock(?, hashtext(current_schema()))", (MIGRATION_LOCK,))
+        try:
+            yield
+        finally:
+            if not self.broken:
+                self.rollback_quietly()
+                self.execute("SELECT pg_advisory_unlock(?, hashtext(current_schema()))", (MIGRATION_LOCK,))
 
     def has_table(self, name: str) -> bool:
         return self.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0]
@@ -179,8 +218,12 @@ class PgConnection:
 
 
 def _reason(exc: psycopg.Error) -> str:
-    text = str(exc).strip().splitlines()
-    return text[-1] if text else type(exc).__name__
+    """libpq's words without its framing: 'Connection refused', 'password authentication failed for user ...'."""
+    lines = str(exc).strip().splitlines()
+    if not lines:
+        return type(exc).__name__
+    reason = lines[0].rsplit(" failed: ", 1)[-1] if lines[0].startswith("connection failed") else lines[0]
+    return reason.removeprefix("FATAL:").strip()
 
 
 def translate(exc: psycopg.Error, where: str) -> StoreError:

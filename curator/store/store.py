@@ -25,13 +25,14 @@ from curator.schemas import Schema, schema_from_data
 
 from curator.store.changes import ChangeLog
 from curator.store.db import BUSY_TIMEOUT_MS, connect
-from curator.store.location import redact, store_url
+from curator.store.location import store_url
 from curator.errors import ChatExists, ChatNotFound, CuratorError, OpError
 from curator.store.messages import Message
 from curator.store.ops import dump_ops, parse_ops
 from curator.store.projection import Applier
 from curator.store.queries import GraphView
 
+MAX_FLOOR = 2**63 - 1  # floors are 64-bit integers on both engines
 ORIGINS = ("extract", "curate", "maintenance", "import", "manual", "test")
 
 
@@ -106,11 +107,6 @@ class Store:
     def engine(self) -> str:
         """"sqlite" or "postgresql"."""
         return "postgresql" if self.url else "sqlite"
-
-    @property
-    def location(self) -> str:
-        """Where the store is, for messages (a PostgreSQL URL without its password)."""
-        return redact(self.url) if self.url else str(self.data_dir)
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -317,6 +313,8 @@ class Store:
         Commits anchored below `floor` that were made after the earliest reverted one are replayed on top,
         so the graph ends exactly as if only the commits anchored below `floor` had ever been applied.
         """
+        if isinstance(floor, int) and floor > MAX_FLOOR:
+            raise CuratorError(f"cannot roll back to floor {floor}: floors go up to {MAX_FLOOR}")
         if not isinstance(floor, int) or floor < 0:
             raise CuratorError(f"cannot roll back to floor {floor}: floors start at 0",
                                "Floor 0 reverts every commit of the chat; a later floor keeps what came before it.")
