@@ -10,11 +10,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import with_schema
 from typer.testing import CliRunner
 
 import curator
 from curator.cli.main import app
+from curator.store.location import with_schema
 from curator.store.transfer import chat_digest
 
 

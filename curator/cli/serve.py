@@ -41,6 +41,7 @@ def serve(
     import uvicorn
 
     from curator.service.server import ServiceConfig, create_app
+    from curator.store.location import redact
     from curator.service.server.request_guard import SitePolicy
     from curator.service.server.security import Limits, check_bind
 
@@ -53,7 +54,7 @@ def serve(
                            site=SitePolicy(host, tuple(allow_host or ()), tuple(allow_origin or ())),
                            proxy_max_rollback=proxy_max_rollback)
     banner = (f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; store: "
-              f"{memory.store.location}; token {'required' if token else 'off, loopback only'}; "
+              f"{redact(memory.store.url) if memory.store.url else 'SQLite in the data directory'}; token {'required' if token else 'off, loopback only'}; "
               f"proxy upstream: {upstream or 'none'}")
     if workers > 1:
         from curator.service.server.workers import OPTIONS_ENV, options_json

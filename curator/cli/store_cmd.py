@@ -49,14 +49,14 @@ def store_migrate(
 ) -> None:
     """Copy every chat (commit log, graph, messages, swipe shelf, usage and extraction logs) and the jobs to another
     store in one transaction, then verify per-chat counts and commit-log and graph digests on both sides."""
-    from curator.store.transfer import migrate_store
+    from curator.store.transfer import location, migrate_store
 
     source = _open(from_, "source", must_exist=True)
     try:
         target = _open(to, "target", must_exist=False)
         try:
             if not json_:
-                console.err.print(f"copying {source.location} -> {target.location}")
+                console.err.print(f"copying {location(source)} -> {location(target)}")
 
             def progress(table: str, done: int, total: int) -> None:
                 if not json_ and (done == total or done % 10_000 == 0):

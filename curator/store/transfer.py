@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from curator.errors import CuratorError
+from curator.store.location import redact
 from curator.store.store import Store
 
 # Parents before children is not needed (no foreign keys), but chats first keeps the copy readable in a trace.
@@ -53,15 +54,20 @@ class MigrationReport:
                 "replaced": self.replaced, "verified": True}
 
 
+def location(store: Store) -> str:
+    """Where a store is, for messages: the data directory, or the PostgreSQL URL without its password."""
+    return redact(store.url) if store.url else str(store.data_dir)
+
+
 def migrate_store(source: Store, target: Store, *, replace: bool = False,
                   progress: Progress | None = None) -> MigrationReport:
-    report = MigrationReport(source.location, target.location)
-    if source.location == target.location:
-        raise CuratorError(f"source and target are the same store ({source.location})",
+    report = MigrationReport(location(source), location(target))
+    if report.source == report.target:
+        raise CuratorError(f"source and target are the same store ({report.source})",
                            "Name another target with --to.")
     held = target.conn.execute("SELECT COUNT(*) FROM chats").fetchone()[0]
     if held and not replace:
-        raise TargetNotEmpty(f"the target {target.location} already holds {held} chat(s); nothing was copied")
+        raise TargetNotEmpty(f"the target {report.target} already holds {held} chat(s); nothing was copied")
     report.replaced = held
     totals = {t: source.conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
     with target.transaction() as out:
