@@ -107,19 +107,26 @@ def test_maintenance_quick():
     assert LATENCY_KEYS <= consolidation["per_step"].keys()
 
 
-RESULT_KEYS["service_load"] = {"requests", "requests_per_s", "syncs", "recalls", "errors", "sync", "recall", "jobs",
-                               "due_without_job", "lost", "duplicated", "stale", "chat_mismatch", "extract_commits"}
+RESULT_KEYS["service_load"] = {"runs"}
+SERVICE_LOAD_KEYS = {"processes", "requests", "requests_per_s", "service_cpu_s", "syncs", "recalls", "errors", "sync",
+                     "recall", "jobs", "job_workers", "due_without_job", "lost", "duplicated", "stale", "interleaved",
+                     "chat_mismatch", "extract_commits"}
 
 
 def test_service_load_quick():
-    """The short version of the load run: several clients on a few chats, no error, no lost, duplicated or stale
-    commit, every stored chat equal to its client's."""
-    results = run_quick("service_load")["results"]
-    assert results["errors"] == 0, results["error_samples"]
-    assert results["syncs"] > 0 and results["recalls"] == results["syncs"]
-    assert results["lost"] == results["duplicated"] == results["stale"] == results["chat_mismatch"] == 0
-    assert results["due_without_job"] == 0 and set(results["jobs"]) == {"done"}
-    assert LATENCY_KEYS <= results["sync"].keys()
+    """The short version of the load run, against 1 and against 2 service processes over one store and one Chroma
+    server: several clients on a few chats, no error, no lost, duplicated, stale or interleaved commit, every stored
+    chat equal to its client's."""
+    runs = run_quick("service_load")["results"]["runs"]
+    assert set(runs) == {"1", "2"}
+    for results in runs.values():
+        assert SERVICE_LOAD_KEYS <= results.keys()
+        assert results["errors"] == 0, results["error_samples"]
+        assert results["syncs"] > 0 and results["recalls"] == results["syncs"]
+        assert results["lost"] == results["duplicated"] == results["stale"] == results["chat_mismatch"] == 0
+        assert results["interleaved"] == 0
+        assert results["due_without_job"] == 0 and set(results["jobs"]) == {"done"}
+        assert LATENCY_KEYS <= results["sync"].keys()
 
 
 RESULT_KEYS["history_sync"] = {"first_ingest_s", "scenarios"}

@@ -420,6 +420,7 @@ def main() -> None:
 
 # The other command modules register their commands on `app` when imported (after it is complete).
 from curator.cli import curate as cli_curate, maintain as cli_maintain, serve as cli_serve  # noqa: F401
+from curator.cli import store_cmd as cli_store  # noqa: F401
 
 if __name__ == "__main__":
     main()

@@ -26,7 +26,10 @@ def serve(
                                                               "(default: pass the client's own key on).")] = None,
     max_body_mb: Annotated[float, typer.Option(help="Largest request body, in MB.")] = 8.0,
     rate: Annotated[int, typer.Option(help="Requests per minute per client address (0 = no limit).")] = 0,
-    workers: Annotated[int, typer.Option(help="Threads running jobs (chats in parallel).")] = 4,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Service processes over the one store (they share "
+                                                             "the port, the jobs and the chats).")] = 1,
+    job_threads: Annotated[int, typer.Option(min=1, max=64, help="Threads running jobs in each process (chats "
+                                                                 "in parallel).")] = 4,
     allow_host: Annotated[list[str] | None, typer.Option(help="Also answer for this Host name (repeatable; "
                                                                "loopback names and --host always; * = any).")] = None,
     allow_origin: Annotated[list[str] | None, typer.Option(help="Also accept requests from this web origin, e.g. "
@@ -38,21 +41,32 @@ def serve(
     import uvicorn
 
     from curator.service.server import ServiceConfig, create_app
+    from curator.store.location import redact
     from curator.service.server.request_guard import SitePolicy
     from curator.service.server.security import Limits, check_bind
 
     check_bind(host, token)
     _check_port_free(host, port)  # before the banner: a busy port is one line, not a banner and a traceback
-    memory = open_memory()
+    memory = open_memory()  # creates and migrates the store once, before any worker starts
     config = ServiceConfig(token=token, limits=Limits(max_body_bytes=int(max_body_mb * 1024 * 1024),
                                                       rate_per_minute=rate),
-                           workers=workers, upstream=upstream, upstream_key_env=upstream_key_env,
+                           workers=job_threads, upstream=upstream, upstream_key_env=upstream_key_env,
                            site=SitePolicy(host, tuple(allow_host or ()), tuple(allow_origin or ())),
                            proxy_max_rollback=proxy_max_rollback)
+    banner = (f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; store: "
+              f"{redact(memory.store.url) if memory.store.url else 'SQLite in the data directory'}; token {'required' if token else 'off, loopback only'}; "
+              f"proxy upstream: {upstream or 'none'}")
+    if workers > 1:
+        from curator.service.server.workers import OPTIONS_ENV, options_json
+
+        os.environ[OPTIONS_ENV] = options_json(str(memory.data_dir), memory.store.url, config)
+        memory.close()
+        console.err.print(f"{banner}; {workers} processes)")
+        uvicorn.run("curator.service.server.workers:app_factory", factory=True, workers=workers, host=host,
+                    port=port, log_level="warning")
+        return
     app_ = create_app(memory, config)
-    console.err.print(f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; "
-                      f"token {'required' if token else 'off, loopback only'}; "
-                      f"proxy upstream: {upstream or 'none'})")
+    console.err.print(banner + ")")
     try:
         uvicorn.run(app_, host=host, port=port, log_level="warning")
     finally:

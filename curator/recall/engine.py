@@ -97,12 +97,12 @@ class Recaller:
         built from them (`curator/recall/query.py`); `query` alone when not given."""
         opts = options or self.settings.recall
         mode = mode or opts.mode
-        version = self.store.graph_version(chat_id)
+        epoch, version, _ = self.store.stamp(chat_id)
         user, assistant, previous_user = opts.turn_weights
         rq = build_query(query, messages, user=user, assistant=assistant, previous_user=previous_user)
         query = rq.text or query
         digest = hashlib.sha256("\x1f".join([rq.turns, *(f"{p.weight}:{p.text}" for p in rq.parts)]).encode())
-        key = (chat_id, user_floor, digest.hexdigest(), version, mode, opts.model_dump_json())
+        key = (chat_id, epoch, user_floor, digest.hexdigest(), version, mode, opts.model_dump_json())
         if user_floor is not None and key in self._results:
             cached = self._results[key]
             self._results.move_to_end(key)
@@ -144,7 +144,7 @@ class Recaller:
 
     def forget_floors(self, chat_id: str, floor: int) -> int:
         """Drop results cached for user floors >= `floor` of a chat (history sync rolled them back)."""
-        stale = [k for k in self._results if k[0] == chat_id and k[1] is not None and k[1] >= floor]
+        stale = [k for k in self._results if k[0] == chat_id and k[2] is not None and k[2] >= floor]
         for key in stale:
             del self._results[key]
         return len(stale)
@@ -276,10 +276,6 @@ class Recaller:
         """The names the chat's messages are written under."""
         return list(self.state(chat_id).speakers)
 
-    def _messages_stamp(self, chat_id: str) -> int:
-        """Changes whenever the chat's messages do (sources are made of them)."""
-        return self.store.messages_version(chat_id)
-
     def _links(self, chat_id: str, version: int, graph: GraphView, pool: Pool):
         """Two neighbour maps: the context of each event-type node (linked events, and the previous and next node
         of its type and level in story order), and every node's linked nodes. Both answer `.get(id, default)`."""
@@ -310,7 +306,7 @@ class Recaller:
 
     def _ensure_synced(self, chat_id: str, version: int) -> None:
         """Sync the index when the graph or the messages (the events' sources) changed since the last recall."""
-        stamp = (version, self._messages_stamp(chat_id))
+        stamp = self.store.stamp(chat_id)  # a chat created again by another process is synced afresh
         if self.index is not None and self._synced.get(chat_id) != stamp:
             self.index.sync(chat_id)
             self._synced[chat_id] = stamp

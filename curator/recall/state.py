@@ -29,7 +29,8 @@ class ChatState:
     def __init__(self, chat_id: str):
         self.chat_id = chat_id
         self.lock = threading.RLock()
-        self.epoch = self.graph_version = self.messages_version = -1
+        self.epoch: tuple = ()  # store.stamp's epoch: (this process's deletions, the chat's creation time)
+        self.graph_version = self.messages_version = -1
         self.loads = self.updates = 0  # whole loads and incremental updates (tests and benchmarks read these)
         self.loaded_at = -1  # the graph version of the last whole load
         # (from version, to version, nodes touched in between): one refresh may follow several commits at once
@@ -59,8 +60,7 @@ class ChatState:
     def refresh(self, store) -> bool:
         """Follow the chat to its current versions; True when anything changed."""
         chat_id = self.chat_id
-        epoch = store.changes.epoch(chat_id)
-        version, messages_version = store.graph_version(chat_id), store.messages_version(chat_id)
+        epoch, version, messages_version = store.stamp(chat_id)
         if (epoch, version, messages_version) == (self.epoch, self.graph_version, self.messages_version):
             return False
         graph = None if version == self.graph_version else store.changes.graph_since(chat_id, self.graph_version,

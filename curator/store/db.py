@@ -96,6 +96,18 @@ _V4 = [
         result_json TEXT, error TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL)""",
 ]
 
+# Version 5: a shared jobs queue. Several service processes take jobs from the one table: a job is taken by one
+# worker (its id) for a lease that the worker renews while it runs; a job whose lease ran out (its worker died) is
+# taken again or failed visibly. `retired` and `cancel_requested` are what one process tells the others about a job.
+_V5 = [
+    "ALTER TABLE jobs ADD COLUMN worker TEXT",
+    "ALTER TABLE jobs ADD COLUMN lease_until TEXT",
+    "ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE jobs ADD COLUMN retired INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX jobs_by_state ON jobs (state, created_at)",
+]
+
 Migration = Callable[[sqlite3.Connection], None] | list[str]
 
 # SQLite DDL -> PostgreSQL DDL: 64-bit integers (SQLite's INTEGER is), identity for AUTOINCREMENT, doubles, no
@@ -119,7 +131,7 @@ def ddl_for(dialect: str, statement: str) -> str:
     return statement
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4]
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5]
 
 
 def latest_version() -> int:

@@ -114,9 +114,8 @@ class VectorIndex(VectorSearch):
             found = self._counts[(chat_id, kind)] = self._collection(chat_id, kind).count()
         return found
 
-    def _stamp(self, chat_id: str) -> tuple[int, int, int]:
-        return (self.store.changes.epoch(chat_id), self.store.graph_version(chat_id),
-                self.store.messages_version(chat_id))
+    def _stamp(self, chat_id: str) -> tuple[tuple, int, int]:
+        return self.store.stamp(chat_id)
 
     def _state(self, chat_id: str) -> tuple[str | None, dict[str, tuple[str, str, str]]]:
         """The profile the chat was indexed with, and per node: content, metadata and source hashes (the source
@@ -146,6 +145,10 @@ class VectorIndex(VectorSearch):
             if report is not None:
                 return report
         self._known.pop(chat_id, None)
+        # The store could not say what changed (another process wrote, or this process never synced the chat):
+        # what this process remembers of the chat's collections may be stale too (another process may have
+        # filled them, or dropped and made them again), so it is asked of Chroma afresh.
+        self._forget_handles(chat_id)
         chat = self.store.chat(chat_id)
         profile_key, hashes = self._state(chat_id)
         if profile_key is not None and profile_key != self.profile.key:
@@ -373,13 +376,16 @@ class VectorIndex(VectorSearch):
                          "ON CONFLICT(chat_id) DO UPDATE SET profile=excluded.profile, updated_at=excluded.updated_at",
                          (chat_id, self.profile.key, utc_now()))
 
+    def _forget_handles(self, chat_id: str) -> None:
+        for kind in (NODES, SOURCES, MESSAGES):
+            self._collections.pop((chat_id, kind), None)
+            self._counts.pop((chat_id, kind), None)
+
     def drop(self, chat_id: str) -> None:
         """Forget the chat's vectors (the collection and the hashes)."""
         self._known.pop(chat_id, None)
         self.messages.forget(chat_id)
-        for kind in (NODES, SOURCES, MESSAGES):
-            self._collections.pop((chat_id, kind), None)
-            self._counts.pop((chat_id, kind), None)
+        self._forget_handles(chat_id)
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
         for kind in (NODES, SOURCES, MESSAGES):
             if self.collection_name(chat_id, kind) in names:

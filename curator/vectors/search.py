@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from chromadb.errors import NotFoundError
+
 QUERIES_KEPT = 32
 NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, events' source messages
 
 
 class VectorSearch:
-    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `function` and `_query_cache`."""
+    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `_forget_handles`, `function` and
+    `_query_cache`."""
 
     def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
         """The k nodes of this chat most similar to `text`, as (node id, cosine similarity)."""
@@ -45,7 +48,12 @@ class VectorSearch:
             return []
         if text not in vectors:
             vectors.update(self.query_vectors([text]))
-        result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
+        try:
+            result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
+        except NotFoundError:  # another process dropped and made the collection again (a full rebuild)
+            self._forget_handles(chat_id)
+            collection = self._collection(chat_id, kind)
+            result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
         return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
 
     def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:

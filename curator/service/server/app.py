@@ -32,7 +32,8 @@ class ServiceConfig:
     curate_model: Model | None = None  # a pydantic-ai Model for the curator agent (tests, scripted runs)
     maintenance_model: Model | None = None  # ... for maintenance
     summarize_model: Model | None = None  # ... for compression in the pipeline
-    workers: int = 4  # job threads
+    workers: int = 4  # job threads (per process)
+    job_lease: float | None = None  # seconds a job's worker holds it between renewals (None: job_queue's default)
     upstream: str | None = None  # the proxy's real model endpoint (OpenAI-compatible base URL)
     upstream_key_env: str | None = None  # the variable holding the upstream's API key
     proxy: bool = True
@@ -43,7 +44,7 @@ class ServiceConfig:
 def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
     service = build_service(memory, config.model, config.workers, config.curate_model, config.maintenance_model,
-                            config.summarize_model)
+                            config.summarize_model, job_lease=config.job_lease)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -136,5 +136,6 @@ def cancel_job(job_id: str, service: ServiceDep) -> dict:
 
 
 @router.get("/health")
-def health() -> dict:
-    return {"ok": True}
+def health(service: ServiceDep) -> dict:
+    # which process answered: with `serve --workers N`, any of them may
+    return {"ok": True, "worker": service.jobs.worker}

@@ -79,8 +79,9 @@ def extraction_channel(memory: Memory, chat_id: str) -> str:
 
 
 def build_service(memory: Memory, model: Model | None = None, workers: int = 4, curate_model: Model | None = None,
-                  maintenance_model: Model | None = None, summarize_model: Model | None = None) -> Service:
-    locks = ChatLocks()
+                  maintenance_model: Model | None = None, summarize_model: Model | None = None,
+                  job_lease: float | None = None) -> Service:
+    locks = ChatLocks(memory.store)  # honoured by every process over this store
     recall_lock = threading.RLock()
     service = Service(memory, locks, None, recall_lock, model,  # type: ignore[arg-type]
                       curate_model=curate_model, maintenance_model=maintenance_model, summarize_model=summarize_model)
@@ -91,7 +92,8 @@ def build_service(memory: Memory, model: Model | None = None, workers: int = 4, 
         "curate": JobKind(lambda ctx: _curate_job(service, ctx), resumable=True),
         **{op: JobKind(lambda ctx, op=op: _maintenance_job(service, ctx, op)) for op in MAINTENANCE_OPS},
     }
-    service.jobs = JobRunner(memory.store, locks, kinds, workers=workers)
+    service.jobs = JobRunner(memory.store, locks, kinds, workers=workers,
+                             **({"lease": job_lease} if job_lease else {}))
     # Open the shared parts now, not racily on the first concurrent requests.
     memory.history.on_floors_dropped.append(service.forget_floors)
     memory.index  # noqa: B018
