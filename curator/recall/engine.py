@@ -95,6 +95,11 @@ class Recaller:
                options: RecallSettings | None = None, messages: list | None = None) -> Injection:
         """`messages`: the conversation's recent turns (oldest first, the message answered last): the query is
         built from them (`curator/recall/query.py`); `query` alone when not given."""
+        with self.store.reading(chat_id):  # the chat's versions read once for this recall, not at every step
+            return self._recall(chat_id, query, mode=mode, user_floor=user_floor, options=options, messages=messages)
+
+    def _recall(self, chat_id: str, query: str, *, mode: str | None, user_floor: int | None,
+                options: RecallSettings | None, messages: list | None) -> Injection:
         opts = options or self.settings.recall
         mode = mode or opts.mode
         version = self.store.graph_version(chat_id)
