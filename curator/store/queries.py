@@ -102,11 +102,12 @@ class GraphView:
         found: dict[str, list[Edge]] = {i: [] for i in node_ids}
         ids = list(found)
         for start in range(0, len(ids), 500):
-            marks = ", ".join("?" * len(chunk := ids[start:start + 500]))
+            chunk = ids[start:start + 500]
+            marks, wanted = ", ".join("?" * len(chunk)), set(chunk)
             rows = self.conn.execute(f"{_EDGE_SELECT} WHERE chat_id=? AND (source IN ({marks}) OR target IN ({marks}))"
                                      " ORDER BY id", (self.chat_id, *chunk, *chunk))
             for edge in map(edge_from_row, rows):
-                for end in {edge.source, edge.target} & set(chunk):
+                for end in {edge.source, edge.target} & wanted:
                     found[end].append(edge)
         return found
 
