@@ -253,3 +253,30 @@ def test_embedded_source_is_the_start_of_each_message_near_128_tokens():
     weight = sum(4 if "\u4e00" <= c <= "\u9fff" else 1 for c in cut.replace("\n", ""))
     assert EMBEDDED_SOURCE_WEIGHT - 10 <= weight <= EMBEDDED_SOURCE_WEIGHT
     assert len(embedded_source("x" * 100 + "\n" + "y" * 2000).split("\n")[1]) == EMBEDDED_SOURCE_WEIGHT - 100
+
+
+
+def _count_statements(conn, monkeypatch) -> list[str]:
+    """Every statement sent through the store's connection from now on (each one is a round trip on a server)."""
+    sent: list[str] = []
+    execute, executemany = conn.execute, conn.executemany
+    monkeypatch.setattr(conn, "execute", lambda sql, params=(): sent.append(sql) or execute(sql, params))
+    monkeypatch.setattr(conn, "executemany", lambda sql, params: sent.append(sql) or executemany(sql, params))
+    return sent
+
+
+def test_a_warm_recall_sends_few_statements_and_recalls_the_same(memory, monkeypatch):
+    """The chat's row is read once per recall and the expansion reads all its seeds' edges at once (issue 16: on
+    PostgreSQL a warm recall sent 34 statements, each a round trip)."""
+    memory.create_chat("road", "default")
+    _drive(memory, 30, seed=5, check=lambda: None)
+    recaller = Recaller(memory.store, memory.settings, memory.index)
+    queries = ["What did Mira owe Rowan?", "the toll at the bridge", "米拉 银币"]
+    cold = [recaller.recall("road", query) for query in queries]  # loads the state, syncs the index
+    sent = _count_statements(memory.store.conn, monkeypatch)
+    warm = [recaller.recall("road", query) for query in queries]
+    # the chat's row, the mentions, the seeds' edges, then the access counts (BEGIN, one UPDATE for all, COMMIT)
+    assert len(sent) <= 6 * len(queries), sent
+    assert [w.text for w in warm] == [c.text for c in cold]
+    assert [[(c.node.id, c.reason) for c in w.recalled] for w in warm] == \
+        [[(c.node.id, c.reason) for c in i.recalled] for i in cold]

@@ -95,6 +95,11 @@ class Recaller:
                options: RecallSettings | None = None, messages: list | None = None) -> Injection:
         """`messages`: the conversation's recent turns (oldest first, the message answered last): the query is
         built from them (`curator/recall/query.py`); `query` alone when not given."""
+        with self.store.reading(chat_id):  # the chat's versions read once for this recall, not at every step
+            return self._recall(chat_id, query, mode=mode, user_floor=user_floor, options=options, messages=messages)
+
+    def _recall(self, chat_id: str, query: str, *, mode: str | None, user_floor: int | None,
+                options: RecallSettings | None, messages: list | None) -> Injection:
         opts = options or self.settings.recall
         mode = mode or opts.mode
         epoch, version, _ = self.store.stamp(chat_id)
@@ -117,7 +122,7 @@ class Recaller:
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)
-        story = story_context(graph, version, speaker_of(self.store, chat_id, opts.speaker), self.store.changes)
+        story = story_context(graph, version, speaker_of(opts.speaker, state.last_speaker), self.store.changes)
         if mode == "rag":
             chosen = self._rag(chat_id, query, pool, opts, injection, rq)
         elif mode == "llm":  # the model picks over a few rounds; falls back to hybrid on any failure
@@ -190,11 +195,12 @@ class Recaller:
         return found
 
     def _latest_floor(self, chat_id: str) -> int:
-        row = self.store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()
-        if row[0] is not None:
-            return row[0]
-        row = self.store.conn.execute("SELECT MAX(floor_to) FROM nodes WHERE chat_id=?", (chat_id,)).fetchone()
-        return row[0] or 0
+        """The newest message's floor, else (no messages) the highest floor a node reaches, from the state."""
+        state = self.state(chat_id)
+        if state.latest_floor is not None:
+            return state.latest_floor
+        with state.lock:
+            return max((n.floor_to for n in state.nodes.values()), default=0) or 0
 
     def _pool(self, state: ChatState, schema: Schema, persistent: list[Node], latest: int,
               opts: RecallSettings) -> Pool:

@@ -204,10 +204,15 @@ def expand(graph: GraphView, chosen: list[Chosen], pool: Pool, limit: int) -> li
     have = {c.node.id for c in chosen}
     extra: list[Chosen] = []
     budget = max(2, limit // 2)
+    # every seed's edges in one statement (a round trip each on a database server); a linked node counts only
+    # when it is in the pool, so the pool's copy of it is the one brought in
+    edges = graph.edges_at([c.node.id for c in chosen]) if chosen else {}
     for seed in chosen:
         if len(extra) >= budget:
             break
-        links = [(e, n) for e, n in graph.neighbours(seed.node.id) if n.id in pool.nodes and n.id not in have]
+        here = seed.node.id
+        links = [(e, pool.nodes[other]) for e in edges[here]
+                 if (other := e.target if e.source == here else e.source) in pool.nodes and other not in have]
         if not links:
             continue
         if seed.node.type in pool.event_types:

@@ -47,6 +47,9 @@ class ChatState:
         self.lines: dict[int, str] = {}  # floor -> "name: text"
         self.speaker: dict[int, str] = {}
         self.speakers: Counter = Counter()
+        self.named_replies: dict[int, str] = {}  # floor -> name, of the assistant messages that have a name
+        self.latest_floor: int | None = None  # the newest message's floor (None: no messages)
+        self.last_speaker: str | None = None  # the newest named assistant message's name
         self.edges: dict[str, tuple[str, str]] = {}  # edge id -> (source, target)
         self.adjacent: dict[str, Counter] = {}  # node id -> linked node ids (counted: two edges may join a pair)
         self.chains: dict[tuple[str, int], list[tuple]] = {}  # (event type, level) -> sorted story-order keys
@@ -143,12 +146,18 @@ class ChatState:
         for old in [f for f in self.lines if f >= floor]:
             del self.lines[old]
             self.speakers[self.speaker.pop(old)] -= 1
-        for f, name, text in store.conn.execute(
-                "SELECT floor, name, text FROM messages WHERE chat_id=? AND floor >= ?", (self.chat_id, floor)):
+            self.named_replies.pop(old, None)
+        for f, role, name, text in store.conn.execute(
+                "SELECT floor, role, name, text FROM messages WHERE chat_id=? AND floor >= ?", (self.chat_id, floor)):
             self.lines[f] = f"{name}: {text}" if name else text
             self.speaker[f] = name
             self.speakers[name] += 1
+            if role == "assistant" and name:
+                self.named_replies[f] = name
         self.speakers = +self.speakers  # drop the names no message uses any more
+        # what recall asks every time, answered here so a warm recall sends no statement for it
+        self.latest_floor = max(self.lines, default=None)
+        self.last_speaker = self.named_replies[max(self.named_replies)] if self.named_replies else None
 
     def _resource(self, store, floor: int) -> None:
         """Sources of the events that reach the rewritten floors (an event's source ends at its last floor)."""

@@ -284,10 +284,9 @@ def label_views(injection: Injection, schema: Schema, context: StoryContext) -> 
     injection.text = render_text(injection, schema)
 
 
-def speaker_of(store, chat_id: str, given: str | None) -> str | None:
-    """Who speaks next: the given name (the character card's), else the newest assistant message's name."""
+def speaker_of(given: str | None, last_speaker: str | None) -> str | None:
+    """Who speaks next: the given name (the character card's), else the newest named assistant message's name
+    (`last_speaker`, which the recall state keeps)."""
     if given and given.strip():
         return given.strip()
-    row = store.conn.execute("SELECT name FROM messages WHERE chat_id=? AND role='assistant' AND name != '' "
-                             "ORDER BY floor DESC LIMIT 1", (chat_id,)).fetchone()
-    return row[0] if row else None
+    return last_speaker

@@ -98,10 +98,30 @@ class Store:
 
     def graph_version(self, chat_id: str) -> int:
         """A number that changes with every commit, rollback or rebuild of the chat's graph."""
-        row = self.conn.execute("SELECT graph_version FROM chats WHERE id=?", (chat_id,)).fetchone()
+        return self._chat_row(chat_id, "graph_version")["graph_version"]
+
+    @contextmanager
+    def reading(self, chat_id: str) -> Iterator[None]:
+        """Read the chat's row (its versions, schema, settings) once for what runs inside, in this thread: one
+        recall asks for the versions at many steps, and on a database server each ask is a round trip. Never held
+        across operations: another process may commit between two of them."""
+        pinned = self._local.__dict__.setdefault("pinned", {})
+        if chat_id in pinned:  # nested: the outer reading holds it
+            yield
+            return
+        pinned[chat_id] = self._chat_row(chat_id, "*")
+        try:
+            yield
+        finally:
+            pinned.pop(chat_id, None)
+
+    def _chat_row(self, chat_id: str, columns: str):
+        row = self._local.__dict__.get("pinned", {}).get(chat_id)
+        if row is None:
+            row = self.conn.execute(f"SELECT {columns} FROM chats WHERE id=?", (chat_id,)).fetchone()
         if row is None:
             raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
-        return row[0]
+        return row
 
     @property
     def engine(self) -> str:
@@ -169,9 +189,7 @@ class Store:
         return self.chat(chat_id)
 
     def chat(self, chat_id: str) -> Chat:
-        row = self.conn.execute("SELECT * FROM chats WHERE id=?", (chat_id,)).fetchone()
-        if row is None:
-            raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
+        row = self._chat_row(chat_id, "*")
         return Chat(row["id"], _schema_from_json(row["schema_json"]), json.loads(row["settings_json"]),
                     row["created_at"], row["updated_at"])
 
@@ -266,10 +284,7 @@ class Store:
 
     def messages_version(self, chat_id: str) -> int:
         """A number that changes with every write of the chat's messages."""
-        row = self.conn.execute("SELECT messages_version FROM chats WHERE id=?", (chat_id,)).fetchone()
-        if row is None:
-            raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
-        return row[0]
+        return self._chat_row(chat_id, "messages_version")["messages_version"]
 
     def messages(self, chat_id: str) -> list[Message]:
         rows = self.conn.execute("SELECT * FROM messages WHERE chat_id=? ORDER BY floor", (chat_id,))
