@@ -276,11 +276,8 @@ class Store:
         """(epoch, graph version, messages version) in one read: what caches of the chat are keyed on. The epoch
         pairs this process's deletion count with the chat's creation time, so a chat deleted and created again by
         another process (its versions start over) never matches what was cached of the old one."""
-        row = self.conn.execute("SELECT created_at, graph_version, messages_version FROM chats WHERE id=?",
-                                (chat_id,)).fetchone()
-        if row is None:
-            raise ChatNotFound(f"no chat {chat_id!r} in {self.data_dir}")
-        return (self.changes.epoch(chat_id), row[0]), row[1], row[2]
+        row = self._chat_row(chat_id, "created_at, graph_version, messages_version")
+        return (self.changes.epoch(chat_id), row["created_at"]), row["graph_version"], row["messages_version"]
 
     def messages_version(self, chat_id: str) -> int:
         """A number that changes with every write of the chat's messages."""
