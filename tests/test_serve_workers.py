@@ -6,12 +6,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx2
-from test_service_crash import CLIENT, _free_port
+from test_service_crash import CLIENT, start_service
 
 import curator
 from curator.extract.scripted import scripted_chat
@@ -21,26 +20,8 @@ HANG_GUARD = 600
 
 
 def start_workers(data: Path, fake_url: str, workers: int) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    exe = Path(sys.executable).with_name("curator")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "curator"]
-    env = {**os.environ, "CURATOR_MODEL": "fake", "CURATOR_BASE_URL": fake_url, "CURATOR_API_KEY": "k"}
-    log = (data.parent / f"serve-{port}.log").open("wb")
-    proc = subprocess.Popen(cmd + ["--data", str(data), "serve", "--port", str(port), "--workers", str(workers),
-                                   "--job-threads", "2"], env=env, stdout=subprocess.DEVNULL, stderr=log,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + HANG_GUARD
-    while time.monotonic() < deadline:
-        try:
-            if httpx2.get(url + "/api/v1/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx2.TransportError:
-            pass
-        if proc.poll() is not None:
-            raise AssertionError(Path(log.name).read_text())
-        time.sleep(0.1)
-    raise AssertionError("service did not start")
+    proc, api = start_service(data, fake_url, "--workers", str(workers), "--job-threads", "2", new_session=True)
+    return proc, api.removesuffix("/api/v1")
 
 
 def test_two_worker_processes_share_one_store_its_jobs_and_its_chats(tmp_path):

@@ -27,16 +27,22 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_service(data: Path, fake_url: str) -> tuple[subprocess.Popen, str]:
+START_GUARD = 600  # seconds: a hang guard over a bounded start, not a speed limit
+
+
+def start_service(data: Path, fake_url: str, *serve_args: str, new_session: bool = False
+                  ) -> tuple[subprocess.Popen, str]:
+    """`curator serve` (plus `serve_args`) in a child process against a fake model; returns it and its API URL."""
     port = _free_port()
     exe = Path(sys.executable).with_name("curator")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "curator"]
     env = {**os.environ, "CURATOR_MODEL": "fake", "CURATOR_BASE_URL": fake_url, "CURATOR_API_KEY": "k"}
     log = (data.parent / f"serve-{port}.log").open("wb")
-    proc = subprocess.Popen(cmd + ["--data", str(data), "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=log)
+    proc = subprocess.Popen(cmd + ["--data", str(data), "serve", "--port", str(port), *serve_args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=log, start_new_session=new_session)
     url = f"http://127.0.0.1:{port}/api/v1"
-    for _ in range(600):
+    deadline = time.monotonic() + START_GUARD
+    while time.monotonic() < deadline:
         try:
             if httpx2.get(url + "/health", timeout=1).status_code == 200:
                 return proc, url
