@@ -6,17 +6,24 @@ the logs); "model" is the time inside the model request (the loopback round trip
 "overhead" = step - model is what memory-curator itself adds per reply; "embedding" is the part of it spent in
 the embedder, "step_cpu" the CPU time of the whole step (the fake endpoint runs in this process). With `--index`
 the vector index is open, as in the service: each commit is followed by its sync, which embeds the new and changed
-nodes and the messages of their sources (each message once)."""
+nodes and the messages of their sources (each message once). `--model NAME` picks the embedder: a local model
+(`use-m3`, ...) or `stub` (a hash of the text as its vector, no model: what is left is the index's own overhead);
+`--profile FILE` writes a cProfile of the ingest."""
 
 from __future__ import annotations
 
+import cProfile
+import hashlib
 import json
 from time import process_time
+
+import numpy as np
 
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
 from curator.store.messages import Message
 from curator.settings import ModelProfile, Settings
+from curator.vectors.embeddings import EmbeddingProfile
 from curator.testing import FakeOpenAI, completion
 
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas Marrow"]
@@ -31,6 +38,22 @@ def responder(body: dict) -> dict:
     return completion(body, tool_args=args)
 
 
+class StubEmbedder:
+    """A vector from the text's hash (384 dimensions, normalized): costs next to nothing, so a profile shows what
+    the index itself adds per reply."""
+
+    def __init__(self, profile: EmbeddingProfile):
+        self.profile = profile
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        rows = [np.random.default_rng(int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little"))
+                .standard_normal(384) for t in texts]
+        matrix = np.asarray(rows, np.float32).reshape(len(texts), 384)
+        return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+
+    embed_queries = embed_documents
+
+
 def chat(floors: int) -> list[Message]:
     lines = []
     for i in range(floors // 2):
@@ -42,17 +65,23 @@ def chat(floors: int) -> list[Message]:
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0], lambda p: (
         p.add_argument("--floors", type=int, default=1000),
-        p.add_argument("--index", action="store_true", help="open the vector index first (each commit embeds)")))
+        p.add_argument("--index", action="store_true", help="open the vector index first (each commit embeds)"),
+        p.add_argument("--model", default=None, help="embedder: a local model name, or `stub` (default: the default)"),
+        p.add_argument("--profile", default=None, help="write a cProfile of the ingest to this file")))
     floors = 100 if args.quick else args.floors
     steps: list[float] = []
     model: list[float] = []
     with FakeOpenAI(responder) as fake, TempMemory() as tmp:
         memory = tmp.memory
         memory._settings = Settings(profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
-                                                                      api_key_env="BENCH_UNUSED_KEY")})
+                                                                      api_key_env="BENCH_UNUSED_KEY")},
+                                    **({"embedding": EmbeddingProfile(model=args.model)}
+                                       if args.model and args.model != "stub" else {}))
         memory.create_chat("bench", "default")
         embedding = {"seconds": 0.0, "texts": 0}  # inside the embedder, this step (the index open)
         if args.index:
+            if args.model == "stub":
+                memory.index.function._embedder = StubEmbedder(memory.index.profile)
             embedder = memory.index.function.embedder
             embedder.embed_queries(["warm up"])  # load the model before timing
             documents = embedder.embed_documents
@@ -87,15 +116,21 @@ def main() -> None:
             if done % 100 == 0:
                 progress(f"{done}/{due} replies")
 
+        profiler = cProfile.Profile(process_time) if args.profile else None  # CPU time (all threads)
         started = now()
+        if profiler:
+            profiler.enable()
         report_ = memory.ingest("bench", path, on_step=on_step)
+        if profiler:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
         total = now() - started
         stats = memory.graph("bench").stats()
     overhead = [s - m for s, m in zip(steps, model)]
     rest = [o - e for o, e in zip(overhead, embed)]
     report = {
         "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(),
-        "params": {"floors": floors, "index": args.index},
+        "params": {"floors": floors, "index": args.index, "model": args.model or "default"},
         "results": {
             "replies": len(steps), "failed": report_.failed is not None, "seconds": round(total, 3),
             "replies_per_s": round(len(steps) / total, 2),
@@ -113,7 +148,7 @@ def main() -> None:
         return (table(["per reply", "p50 ms", "p95 ms", "max ms"], rows)
                 + f"\n{r['replies']} replies of a {r['floors']}-floor chat in {r['seconds']} s = {r['replies_per_s']} replies/s;"
                 + f" graph: {r['nodes_active']} active nodes, {r['edges']} edges, {r['commits']} commits;"
-                + f" vector index {'open' if report['params']['index'] else 'closed'}"
+                + f" vector index {'open' if report['params']['index'] else 'closed'}, embedder {report['params']['model']}"
                 + (f" ({r['texts_embedded_per_reply']} texts embedded per reply, p50)" if report['params']['index'] else ""))
 
     emit(args, report, render)

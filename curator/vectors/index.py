@@ -22,10 +22,11 @@ import chromadb
 
 from curator.errors import CuratorError
 from curator.vectors.documents import node_document, source_floors
-from curator.vectors.messages import MESSAGES, MessageVectors, combine
+from curator.vectors.messages import MESSAGES, MessageVectors
 from curator.vectors.chroma_function import CuratorEmbeddingFunction
 from curator.vectors.embeddings import EmbeddingProfile
 from curator.vectors.search import NODES, SOURCES, VectorSearch
+from curator.vectors.writes import VectorWrites, node_metadata
 from curator.store.graph import Node
 from curator.store.store import Store, utc_now
 
@@ -37,9 +38,6 @@ def _digest(*parts: object) -> str:
     return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=12).hexdigest()
 
 
-def _metadata(node: Node) -> dict:
-    return {"type": node.type, "level": node.level, "archived": node.archived, "parent": node.parent or "",
-            "floor_from": node.floor_from, "floor_to": node.floor_to}
 
 
 @dataclass
@@ -61,7 +59,7 @@ class SyncReport:
         return dict(self.__dict__)
 
 
-class VectorIndex(VectorSearch):
+class VectorIndex(VectorSearch, VectorWrites):
     """Chroma collections for the chats of one store: embedded (on disk under the data directory) by default,
     or a Chroma server when `url` is given."""
 
@@ -218,7 +216,7 @@ class VectorIndex(VectorSearch):
             document = node_document(node, schema)
             at = source_floors(node, lines, events)
             source = "\n".join(self.messages.documents(lines, at).values())
-            content, meta = _digest(self.profile.key, document), _digest(*_metadata(node).values())
+            content, meta = _digest(self.profile.key, document), _digest(*node_metadata(node).values())
             source_hash = _digest(self.profile.key, source) if source else ""
             old_content, old_meta, old_source = hashes.get(node.id, (None, None, ""))
             forced = floors is not None and node.floor_from <= floors[1] and node.floor_to >= floors[0]
@@ -230,7 +228,7 @@ class VectorIndex(VectorSearch):
             if old_content != content or forced:
                 items.append((node, document))
             elif old_meta != meta:
-                to_update.append(node)
+                to_update.append((node, document))
             else:
                 report.unchanged += 1
             if source and (old_source != source_hash or forced):
@@ -247,30 +245,7 @@ class VectorIndex(VectorSearch):
             report.deleted = len(vanished)
         if source_gone:
             sources.delete(ids=source_gone)
-        if to_update:
-            collection.update(ids=[n.id for n in to_update], metadatas=[_metadata(n) for n in to_update])
-            report.updated_metadata = len(to_update)
-        work = [(collection, item) for item in items] + [(sources, item) for item in source_items]
-        for start in range(0, len(work), self.profile.batch_size):
-            batch = work[start:start + self.profile.batch_size]
-            for target in (collection, sources):
-                part = [item for where, item in batch if where is target]
-                if target is collection:
-                    embedded = self._embed(part, report, kept)
-                else:
-                    embedded = self._combine(chat_id, part, lines, report, kept)
-                if embedded:
-                    target.upsert(ids=[n.id for (n, *_), _ in embedded], embeddings=[v for _, v in embedded],
-                                  documents=[item[-1] for item, _ in embedded],
-                                  metadatas=[_metadata(n) for (n, *_), _ in embedded])
-                    key = (chat_id, NODES if target is collection else SOURCES)
-                    self._counts[key] = max(self._counts.get(key, 0), len(embedded))
-                if target is collection:
-                    report.embedded += len(embedded)
-                else:
-                    report.sources_embedded += len(embedded)
-            if progress:
-                progress(min(start + len(batch), len(work)), len(work))
+        self._write(chat_id, collection, sources, items, source_items, to_update, lines, report, kept, progress)
         self.embedded_total += report.embedded + report.messages_embedded
         return kept
 
@@ -313,48 +288,6 @@ class VectorIndex(VectorSearch):
             for floor, name, text in rows:
                 lines[floor] = f"{name}: {text}" if name else text
         return lines
-
-    def _embed(self, batch: list, report: SyncReport, kept: dict) -> list:
-        """Embed a batch of node documents; if it fails, embed its items one by one so one bad node does not stop
-        the rest. A node that failed keeps no hash, so the next sync tries it again."""
-        if not batch:
-            return []
-        try:
-            return list(zip(batch, self.function.embedder.embed_documents([doc for _, doc in batch])))
-        except Exception:  # noqa: BLE001 - retried node by node below, each failure reported
-            done = []
-            for item in batch:
-                try:
-                    done.append((item, self.function.embedder.embed_documents([item[1]])[0]))
-                except Exception as exc:  # noqa: BLE001 - reported per node
-                    self._failed(item[0].id, exc, report, kept, source=False)
-            return done
-
-    def _combine(self, chat_id: str, batch: list, lines: dict[int, str], report: SyncReport, kept: dict) -> list:
-        """Source vectors of a batch of (event, floors, source): the mean of the floors' message vectors, each
-        message embedded once (`vectors/messages.py`). On failure, event by event, as `_embed`."""
-        if not batch:
-            return []
-        try:
-            vectors, fresh = self.messages.vectors(chat_id, lines, {f for _, at, _ in batch for f in at})
-            report.messages_embedded += fresh
-            return [(item, combine([vectors[f] for f in item[1]])) for item in batch]
-        except Exception:  # noqa: BLE001 - retried event by event below, each failure reported
-            done = []
-            for item in batch:
-                try:
-                    vectors, fresh = self.messages.vectors(chat_id, lines, item[1])
-                    report.messages_embedded += fresh
-                    done.append((item, combine([vectors[f] for f in item[1]])))
-                except Exception as exc:  # noqa: BLE001 - reported per node
-                    self._failed(item[0].id, exc, report, kept, source=True)
-            return done
-
-    @staticmethod
-    def _failed(node_id: str, exc: Exception, report: SyncReport, kept: dict, source: bool) -> None:
-        report.failed[node_id] = f"{type(exc).__name__}: {exc}"[:300]
-        content, meta, source_hash = kept[node_id]
-        kept[node_id] = (content, meta, "") if source else (None, None, source_hash)
 
     def _save_changes(self, chat_id: str, changed: dict, removed: list[str]) -> None:
         """Write the hashes of the nodes a sync changed, and forget those of the nodes that vanished."""
