@@ -20,7 +20,8 @@ from _common import TempMemory, emit, environment, latency_summary, now, parse_a
 from curator.vectors.embeddings import EmbeddingProfile, make_embedder
 from curator.store.messages import Message
 from curator.vectors.documents import node_document, source_floors
-from curator.vectors.index import SOURCES, _digest, _metadata
+from curator.vectors.index import SOURCES, _digest
+from curator.vectors.writes import node_metadata
 
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas", "Tamsin", "Oskar", "Liane", "Hedda", "Corin"]
 PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks", "the temple", "the market"]
@@ -73,9 +74,9 @@ def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> fl
             vectors = np.random.default_rng(start).normal(size=(len(ids), dim)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             collection.upsert(ids=[i for i, _ in ids], embeddings=list(vectors), documents=[d for _, d in ids],
-                              metadatas=[_metadata(n) for n, d in zip(batch, docs) if d])
+                              metadatas=[node_metadata(n) for n, d in zip(batch, docs) if d])
         for node, document, source in zip(batch, documents, sources):
-            hashes[node.id] = (_digest(index.profile.key, document), _digest(*_metadata(node).values()),
+            hashes[node.id] = (_digest(index.profile.key, document), _digest(*node_metadata(node).values()),
                                _digest(index.profile.key, source) if source else "")
     index._save_state(chat, hashes)
     memory.store.on_change[:] = hooks

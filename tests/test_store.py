@@ -215,3 +215,45 @@ def test_chat_errors(memory, chat):
         memory.store.set_schema(chat, memory.chat(chat).schema)
     memory.create_chat("中文聊天")  # non-ASCII chat ids are fine
     assert "中文聊天" in memory.chats()
+
+
+def _family(memory):
+    memory.create_chat("fam", "default")
+    ops = [{"op": "create_node", "id": "root", "type": "event", "title": "Summary 0", "fields": {"summary": "all"},
+            "floor_from": 0, "floor_to": 9}]
+    for node_id, floor in (("kid_b", 5), ("kid_a", 5), ("kid_c", 1), ("kid_d", 7)):  # floors out of id order
+        ops.append({"op": "create_node", "id": node_id, "type": "event", "title": f"Summary {node_id}",
+                    "fields": {"summary": node_id}, "floor_from": floor, "floor_to": floor, "parent": "root"})
+    ops += [{"op": "create_node", "id": f"other{i}", "type": "event", "title": f"Summary o{i}",
+             "fields": {"summary": f"o{i}"}, "floor_from": i, "floor_to": i} for i in range(30)]
+    memory.commit("fam", ops, 9, "test")
+
+
+def test_children_come_in_floor_then_id_order(memory):
+    _family(memory)
+    graph = memory.graph("fam")
+    assert graph.get("root").children == ["kid_c", "kid_a", "kid_b", "kid_d"]
+    assert graph.get("kid_a").children == [] and graph.get("kid_a").parent == "root"
+    memory.commit("fam", [{"op": "update_node", "id": "kid_d", "floor_from": 0}], 9, "test")
+    assert memory.graph("fam").get("root").children == ["kid_d", "kid_c", "kid_a", "kid_b"]
+
+
+@pytest.mark.engine("sqlite", reason="SQLite's planner scanned the chat for the children's ORDER BY; PostgreSQL "
+                                     "plans by statistics")
+def test_reading_a_node_never_scans_the_chat(memory):
+    _family(memory)
+    graph = memory.graph("fam")
+    statements = []
+    conn = graph.conn
+
+    class Recording:
+        def execute(self, sql, params=()):
+            statements.append((sql, params))
+            return conn.execute(sql, params)
+
+    graph.conn = Recording()
+    assert graph.get("root").children
+    assert len(statements) == 3  # the node, its children's ids, their floors
+    for sql, params in statements:
+        plan = " ".join(row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+        assert "PRIMARY KEY (chat_id=? AND id=?)" in plan or "nodes_by_parent" in plan, plan

@@ -28,14 +28,25 @@ class GraphView:
         return [node_from_row(r, children.get(r["id"])) for r in rows]
 
     def _children_of(self, ids: list[str]) -> dict[str, list[str]]:
-        found: dict[str, list[str]] = defaultdict(list)
+        """Each node's children, ordered by (floor_from, id). Asked in two steps: the (chat_id, parent_id) index
+        covers the first only while it reads no other column (SQLite scanned the whole chat for an ORDER BY on
+        floor_from: 0.6 ms at 10k nodes for every `get`); the children's floors are then read by key."""
+        pairs: list[tuple[str, str]] = []
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
-            rows = self.conn.execute(
-                f"SELECT parent_id, id FROM nodes WHERE chat_id=? AND parent_id IN ({', '.join('?' * len(chunk))}) "
-                "ORDER BY floor_from, id", (self.chat_id, *chunk))
-            for parent, child in rows:
-                found[parent].append(child)
+            pairs.extend(self.conn.execute(
+                f"SELECT parent_id, id FROM nodes WHERE chat_id=? AND parent_id IN ({', '.join('?' * len(chunk))})",
+                (self.chat_id, *chunk)))
+        floors: dict[str, int] = {}
+        children = [child for _, child in pairs]
+        for start in range(0, len(children), 500):
+            chunk = children[start:start + 500]
+            floors.update(self.conn.execute(
+                f"SELECT id, floor_from FROM nodes WHERE chat_id=? AND id IN ({', '.join('?' * len(chunk))})",
+                (self.chat_id, *chunk)))
+        found: dict[str, list[str]] = defaultdict(list)
+        for parent, child in sorted(pairs, key=lambda pair: (floors[pair[1]], pair[1])):
+            found[parent].append(child)
         return found
 
     def get(self, node_id: str) -> Node | None:
