@@ -100,3 +100,25 @@ def test_a_rider_survives_a_failed_embedding(memory, monkeypatch):
     assert nodes.get(ids=["ev2"])["ids"] == []
     monkeypatch.undo()
     assert index.sync("road").embedded == 1  # the failed event is tried again
+
+
+def test_a_character_over_the_whole_chat_asks_for_no_messages(memory, monkeypatch):
+    index = _reply_chat(memory)
+    memory.store.set_messages_from("road", 6, [Message("assistant", "Mira", f"line {f} of the road") for f in range(6, 40)])
+    index.sync("road")
+    asked = []
+    original = type(index).message_lines
+
+    def recording(self, chat_id, floors=None):
+        asked.append(floors)
+        return original(self, chat_id, floors)
+
+    monkeypatch.setattr(type(index), "message_lines", recording)
+    memory.commit("road", [  # the character now spans floors 1-39; the new event's source is floors 38-39
+        {"op": "create_node", "id": "ev39", "type": "event", "title": "Summary 39",
+         "fields": {"summary": "Mira reached the sea."}, "floor_from": 39, "floor_to": 39},
+        {"op": "update_node", "id": "mira", "floor_to": 39}], 39, "test")
+    assert asked == [{38, 39}]
+    nodes, sources = index._collection("road"), index._collection("road", "ms_")
+    assert _stored(nodes, "mira")[2]["floor_to"] == 39
+    assert sources.get(ids=["ev39"])["ids"] == ["ev39"]

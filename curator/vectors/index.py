@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 import chromadb
 
 from curator.errors import CuratorError
-from curator.vectors.documents import node_document, source_floors
+from curator.vectors.documents import SOURCE_SPAN, node_document, source_floors
 from curator.vectors.messages import MESSAGES, MessageVectors
 from curator.vectors.chroma_function import CuratorEmbeddingFunction
 from curator.vectors.embeddings import EmbeddingProfile
@@ -187,7 +187,7 @@ class VectorIndex(VectorSearch, VectorWrites):
             ids.update(r[0] for r in conn.execute("SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ?",
                                                   (chat_id, floor)))
         nodes = _fetch(self.store.graph(chat_id), ids)
-        wanted = {f for n in nodes for f in range(max(0, n.floor_from - 1), n.floor_to + 1)} if nodes else set()
+        wanted = _source_reach(nodes)
         lines = self.message_lines(chat_id, wanted) if len(wanted) < 5000 else self.message_lines(chat_id)
         vanished = sorted(i for i in ids if i in hashes and i not in {n.id for n in nodes})
         before = {i: hashes[i] for i in ids if i in hashes}
@@ -264,7 +264,7 @@ class VectorIndex(VectorSearch, VectorWrites):
             self._sync(chat_id, False, None, None)  # up to date first, so the hashes below are the chat's
             stamp, hashes, failed = self._known[chat_id]
             nodes = _fetch(self.store.graph(chat_id), set(node_ids))
-            wanted = {f for n in nodes for f in range(max(0, n.floor_from - 1), n.floor_to + 1)}
+            wanted = _source_reach(nodes)
             report = SyncReport(chat_id, "sources")
             before = {n.id: hashes[n.id] for n in nodes if n.id in hashes}
             after = self._reconcile(chat_id, self.store.chat(chat_id).schema, nodes,
@@ -344,3 +344,11 @@ def _fetch(graph, ids: set[str]) -> list[Node]:
         chunk = ids[start:start + 500]
         found.extend(graph._nodes(f"id IN ({', '.join('?' * len(chunk))})", tuple(chunk)))
     return found
+
+
+def _source_reach(nodes: list[Node]) -> set[int]:
+    """The floors whose messages the nodes' sources may use: only a node over at most SOURCE_SPAN floors can have
+    a source (`documents.source_floors`), so a character over the whole chat asks for no messages (it made the
+    sync after every reply read all of them)."""
+    return {f for n in nodes if n.floor_to - n.floor_from + 1 <= SOURCE_SPAN
+            for f in range(max(0, n.floor_from - 1), n.floor_to + 1)}
