@@ -31,6 +31,8 @@ RESULT_KEYS = {
 }
 RESULT_KEYS["ingest_overhead"] = {"replies", "failed", "seconds", "replies_per_s", "step", "model", "overhead",
                                   "nodes_active", "edges", "commits"}
+RESULT_KEYS["index_commit_overhead"] = {"link", "link_cpu", "move", "move_cpu", "reply", "reply_cpu", "rollback",
+                                        "rollback_cpu", "nodes_active"}
 RESULT_KEYS["curator_tools"] = {"tools", "compaction"}
 RESULT_KEYS["maintenance"] = {"compression", "consolidation"}
 LATENCY_KEYS = {"p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms"}
@@ -86,6 +88,20 @@ def test_ingest_overhead_quick():
     results = run_quick("ingest_overhead")["results"]
     assert results["failed"] is False and results["replies"] == 50 and results["commits"] == 50
     for part in ("step", "model", "overhead"):
+        assert LATENCY_KEYS <= results[part].keys()
+
+
+def test_ingest_overhead_with_the_index_and_a_stub_embedder_quick():
+    report = run_quick("ingest_overhead", "--index", "--model", "stub")
+    results = report["results"]
+    assert report["params"]["model"] == "stub" and results["failed"] is False and results["commits"] == 50
+    assert results["texts_embedded_per_reply"] >= 2  # the new event and its messages
+
+
+def test_index_commit_overhead_quick():
+    results = run_quick("index_commit_overhead")["results"]
+    assert results["nodes_active"] == 2000  # every reply was rolled back again
+    for part in ("link_cpu", "move_cpu", "reply_cpu", "rollback_cpu"):
         assert LATENCY_KEYS <= results[part].keys()
 
 
