@@ -23,7 +23,8 @@ from curator.tools import ToolCall, Workspace, agent_tools, run_tools
 from curator.errors import CuratorError, OpError
 from curator.extract.triggers import active_types
 from curator.extract.extractor import assistant_floors, failure_reason
-from curator.llm.models import CallRecord, LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
+from curator.llm.clients import shared_model
+from curator.llm.models import CallRecord, LLMTrace, MeteredModel, RateLimiter, Usage, model_settings
 from curator.store.messages import Message
 from curator.settings import Settings
 from curator.store.store import CommitRecord, Store
@@ -71,11 +72,13 @@ class Curator:
         self._agents: dict[tuple, tuple[Schema, Agent]] = {}
 
     def _base_model(self) -> Model:
-        if self._model is None:
-            profile = self.settings.profile_for("curate")
-            self._model = build_model(profile)
+        """The given model, or the configured profile's, shared per profile and event loop (curator/llm/clients.py)."""
+        if self._model is not None:
+            return self._model
+        profile = self.settings.profile_for("curate")
+        if self._limiter is None:
             self._limiter = RateLimiter(profile.rpm)
-        return self._model
+        return shared_model(profile)
 
     async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
                      dry_run: bool = False, max_requests: int | None = None) -> CurateResult:

@@ -16,7 +16,8 @@ from curator.errors import CuratorError, OpError
 from curator.extract.output_model import output_model
 from curator.extract.plan import PlanError, plan_ops
 from curator.extract.triggers import active_types
-from curator.llm.models import LLMTrace, MeteredModel, RateLimiter, Usage, build_model, model_settings
+from curator.llm.clients import shared_model
+from curator.llm.models import LLMTrace, MeteredModel, RateLimiter, Usage, model_settings
 from curator.store.messages import Message
 from curator.store.queries import GraphView
 from curator.settings import Settings
@@ -82,11 +83,13 @@ class Extractor:
         self._agents: dict[tuple, tuple[Schema, Agent]] = {}
 
     def _base_model(self) -> Model:
-        if self._model is None:
-            profile = self.settings.profile_for("extract")
-            self._model = build_model(profile)
+        """The given model, or the configured profile's, shared per profile and event loop (curator/llm/clients.py)."""
+        if self._model is not None:
+            return self._model
+        profile = self.settings.profile_for("extract")
+        if self._limiter is None:
             self._limiter = RateLimiter(profile.rpm)
-        return self._model
+        return shared_model(profile)
 
     async def extract(self, chat_id: str, floor: int, messages: list[Message] | None = None) -> ExtractionResult:
         """Extract the reply at `floor` (and any replies since the last extraction, as one step). `messages`
