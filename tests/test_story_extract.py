@@ -189,3 +189,21 @@ def test_events_of_many_regions_still_fold_into_one_timeline(memory):
     memory.commit("walk", [{"op": "compact", "id": "s1", "type": "event", "title": "Summary A",
                             "fields": {"summary": "a"}, "children": ["e0", "e1", "e2"]}], 12, "test")
     assert memory.graph("walk").get("s1").scope == {"layer": "objective", "owner": None, "region": None}
+
+
+def test_the_clock_reads_the_segments_of_every_node_archived_ones_too(memory):
+    """`GraphView.story_segments` (what each step's clock reads, without whole nodes) gives what the nodes hold,
+    archived ones included, in floor order."""
+    memory.create_chat("walk", "default")
+    ops = [{"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i}", "fields": {"summary": f"s{i}"},
+            "floor_from": 9 - i, "floor_to": 9 - i,
+            **({"story_time": {"label": f"day {i}", "segment": f"1893-10-0{i + 1}.0000|scene {i}"}} if i != 2 else {})}
+           for i in range(5)]
+    memory.commit("walk", ops, 9, "test")
+    memory.commit("walk", [{"op": "archive_node", "id": "e1"}], 9, "test")
+    graph = memory.graph("walk")
+    whole = [(n.story_time.get("label"), n.story_time.get("segment")) for n in graph.nodes(archived=None)]
+    assert graph.story_segments() == [pair for pair in whole if pair[1] is not None]
+    assert [label for label, _ in graph.story_segments()] == ["day 4", "day 3", "day 1", "day 0"]
+    clock = StoryClock(graph.story_segments())
+    assert parse_segment(clock.place("day 1")["segment"]).key == "1893-10-02.0000"  # an archived node's day

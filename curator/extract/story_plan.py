@@ -15,7 +15,7 @@ from curator.store.queries import GraphView
 
 def story_clock(graph: GraphView) -> StoryClock:
     """The clock of a chat: every segment its nodes hold, archived ones too (they still happened)."""
-    return StoryClock((n.story_time.get("label"), n.story_time.get("segment")) for n in graph.nodes(archived=None))
+    return StoryClock(graph.story_segments())
 
 
 def apply_story(plan, schema: Schema, graph: GraphView, anchor: int, resolve: Callable) -> None:

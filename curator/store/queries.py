@@ -66,6 +66,13 @@ class GraphView:
             params.append(int(archived))
         return self._nodes(" AND ".join(clauses), tuple(params), limit=limit, offset=offset)
 
+    def story_segments(self) -> list[tuple[str | None, str]]:
+        """(label, stored segment) of every node with a segment, archived ones too, in floor order: the story
+        clock's input without reading and decoding whole nodes (each extraction step asks; it read every node)."""
+        return [(r[0], r[1]) for r in self.conn.execute(
+            "SELECT story_label, story_segment FROM nodes WHERE chat_id=? AND story_segment IS NOT NULL "
+            "ORDER BY floor_from, id", (self.chat_id,))]
+
     def titles(self, type: str) -> list[str]:
         """Titles of every node of a type, archived ones included (cheap: no other columns)."""
         return [r[0] for r in self.conn.execute("SELECT title FROM nodes WHERE chat_id=? AND type=?", (self.chat_id, type))]
