@@ -205,15 +205,16 @@ def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | No
         return CohereModel(profile.model, provider=CohereProvider(api_key=profile.api_key()))
 
     from openai import AsyncOpenAI
-    from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
+
+    from curator.llm.schema_cache import SchemaCachingChatModel
 
     install_fast_params()  # the SDK's parameter walk, cut short where it would change nothing (fast_params.py)
     retrying = RetryingTransport(profile.max_attempts, profile.max_total_seconds, wrapped=transport, sleep=sleep)
     http_client = httpx2.AsyncClient(transport=retrying, timeout=profile.timeout)
     client = AsyncOpenAI(base_url=profile.base_url, api_key=profile.api_key(), max_retries=0,
                          timeout=profile.timeout, http_client=http_client)
-    return OpenAIChatModel(profile.model, provider=OpenAIProvider(openai_client=client))
+    return SchemaCachingChatModel(profile.model, provider=OpenAIProvider(openai_client=client))
 
 
 def model_settings(profile: ModelProfile) -> dict:
