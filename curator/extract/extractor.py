@@ -229,16 +229,13 @@ def _describe_type(schema: Schema, name: str) -> str:
 
 
 def _known_entities(store: Store, chat_id: str, schema: Schema, limit: int) -> str:
-    graph = store.graph(chat_id)
+    """The `limit` entities seen last (newest floor first), read as such: not every entity of the chat."""
+    types = [name for name, spec in schema.types.items() if spec.identity != "event"]
     rows = []
-    for name, spec in schema.types.items():
-        if spec.identity == "event":
-            continue
-        for node in graph.nodes(type=name):
-            aliases = ", ".join(v for f in spec.alias_fields if (v := node.fields.get(f)))
-            rows.append((node.floor_to, f"- {node.title} [{name}]" + (f" (aliases: {aliases})" if aliases else "")))
-    rows.sort(key=lambda r: r[0], reverse=True)
-    return "\n".join(text for _, text in rows[:limit]) or "(none yet)"
+    for name, title, fields in store.graph(chat_id).latest_of_types(types, limit):
+        aliases = ", ".join(v for f in schema.types[name].alias_fields if (v := fields.get(f)))
+        rows.append(f"- {title} [{name}]" + (f" (aliases: {aliases})" if aliases else ""))
+    return "\n".join(rows) or "(none yet)"
 
 
 def _context_floors(messages: list[Message], focus_start: int, turns: int) -> range:

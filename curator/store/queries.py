@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import defaultdict
 from typing import Literal
@@ -72,6 +73,19 @@ class GraphView:
         return [(r[0], r[1]) for r in self.conn.execute(
             "SELECT story_label, story_segment FROM nodes WHERE chat_id=? AND story_segment IS NOT NULL "
             "ORDER BY floor_from, id", (self.chat_id,))]
+
+    def latest_of_types(self, types: list[str], limit: int) -> list[tuple[str, str, dict]]:
+        """(type, title, fields) of the `limit` active nodes of `types` with the latest floor_to; ties in the order
+        of `types`, then of `nodes()` (floor_from, id). Reads only what it returns (the extractor's known names
+        read every entity of the chat, whole, each step)."""
+        if not types or limit <= 0:
+            return []
+        rank = "CASE type " + " ".join("WHEN ? THEN ?" for _ in types) + " END"
+        rows = self.conn.execute(
+            f"SELECT type, title, fields_json FROM nodes WHERE chat_id=? AND archived=0 AND type IN "
+            f"({', '.join('?' * len(types))}) ORDER BY floor_to DESC, {rank}, floor_from, id LIMIT ?",
+            (self.chat_id, *types, *[x for i, t in enumerate(types) for x in (t, i)], int(limit)))
+        return [(r[0], r[1], json.loads(r[2])) for r in rows]
 
     def titles(self, type: str) -> list[str]:
         """Titles of every node of a type, archived ones included (cheap: no other columns)."""
