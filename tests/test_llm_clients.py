@@ -17,7 +17,7 @@ from curator.llm.clients import ModelCache
 from curator.paths import example_file
 from curator.settings import ModelProfile, Settings
 from curator.store.messages import Message
-from curator.testing import FakeOpenAI
+from curator.testing import FakeOpenAI, completion
 
 CHAT = example_file("lantern_road.jsonl")
 
@@ -152,3 +152,36 @@ def test_no_shared_model_outside_an_event_loop(counted):
     cache, _ = counted
     with pytest.raises(RuntimeError):
         cache.get(ModelProfile(model="m", base_url="http://127.0.0.1:9/v1"))
+
+
+def test_every_answer_type_of_a_maintenance_job_gets_the_profiles_settings(memory, counted):
+    """A job's second answer type used to get no model settings (it saw the model it had built by then as a given
+    one); with the shared model both requests carry the profile's temperature and max_tokens."""
+    from pydantic import BaseModel
+
+    from curator.maintenance.common import Job
+
+    class First(BaseModel):
+        text: str
+
+    class Second(BaseModel):
+        note: str
+
+    def responder(body):
+        params = body["tools"][0]["function"]["parameters"]
+        return completion(body, tool_args={name: "x" for name in params["required"]})
+
+    cache, _ = counted
+    with FakeOpenAI(responder) as fake:
+        memory._settings = Settings(profiles={"default": _profile(fake, temperature=0.4, max_tokens=321)})
+        memory.create_chat("road", "default")
+        job = Job("test", memory.store, memory.settings, "road")
+
+        async def both():
+            return await job.ask(First, "first?"), await job.ask(Second, "second?")
+
+        first, second = asyncio.run(both())
+        sent = [(r.get("temperature"), r.get("max_tokens") or r.get("max_completion_tokens")) for r in fake.requests]
+    assert (first.text, second.note) == ("x", "x")
+    assert sent == [(0.4, 321), (0.4, 321)] and cache.builds == 1
+    assert job.finish().usage.calls == 2
