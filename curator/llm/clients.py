@@ -14,6 +14,7 @@ maintenance job built its own. Two levels of sharing:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import ssl
 import threading
@@ -64,8 +65,9 @@ class ModelCache:
 
     def get(self, profile: ModelProfile) -> Model:
         loop = asyncio.get_running_loop()  # outside a loop there is nothing to bind a client to: an error
-        # The key is everything the model is built from: the profile's fields and the key its variable holds now.
-        key = (profile.model_dump_json(), profile.api_key(), id(loop))
+        # The key is everything the model is built from: the profile's fields and the API key its variable holds
+        # now (as a digest: the cache's keys are no second copy of the secret).
+        key = (profile.model_dump_json(), hashlib.sha256(profile.api_key().encode()).hexdigest(), id(loop))
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry.loop() is loop and not loop.is_closed():
