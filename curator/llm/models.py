@@ -23,7 +23,6 @@ from tenacity import (
 )
 
 from curator.llm.clients import shared_ssl_context
-from curator.llm.fast_params import install as install_fast_params
 from curator.settings import ModelProfile
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -209,7 +208,6 @@ def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | No
 
     from curator.llm.schema_cache import SchemaCachingChatModel
 
-    install_fast_params()  # the SDK's parameter walk, cut short where it would change nothing (fast_params.py)
     retrying = RetryingTransport(profile.max_attempts, profile.max_total_seconds, wrapped=transport, sleep=sleep)
     http_client = httpx2.AsyncClient(transport=retrying, timeout=profile.timeout)
     client = AsyncOpenAI(base_url=profile.base_url, api_key=profile.api_key(), max_retries=0,
