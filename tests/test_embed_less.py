@@ -97,8 +97,22 @@ def test_a_message_vector_rewritten_by_another_process_is_not_taken_for_ours(mem
                             "fields": {"summary": "The ledger is hidden."}, "floor_from": 1, "floor_to": 1}], 1, "test")
     lines = index.message_lines("road")
     # another process stored another text's vector under floor 1 (its message was edited there)
-    index._collection("road", "mm_").upsert(ids=["1"], embeddings=[[0.0] * 383 + [1.0]], documents=["other"],
+    dims = len(index.function.embedder.embed_documents(["any"])[0])
+    index._collection("road", "mm_").upsert(ids=["1"], embeddings=[[0.0] * (dims - 1) + [1.0]], documents=["other"],
                                             metadatas=[{"floor": 1, "hash": "not ours"}])
     index.messages._vectors.clear()  # this process's cache no longer holds it
     vectors, fresh = index.messages.vectors("road", lines, [0, 1])
     assert fresh == 1 and float(vectors[1][-1]) != 1.0  # embedded again from our text, not the stranger's vector
+
+
+def test_a_query_asked_again_beside_new_ones_is_kept_while_the_cache_turns_over(memory):
+    # a recall's parts: the reply before it is asked again next turn, next to texts never seen; the cache used to
+    # evict it while adding the new ones and then fail to find it (KeyError)
+    from curator.vectors.search import QUERIES_KEPT
+
+    index = memory.index
+    index.query_vectors(["the reply before"])
+    index.query_vectors([f"question {i}" for i in range(QUERIES_KEPT - 1)])
+    asked = index.query_vectors(["the reply before", "a new question", "another new one"])
+    assert set(asked) == {"the reply before", "a new question", "another new one"}
+    assert len(index._query_cache) == QUERIES_KEPT and "the reply before" in index._query_cache

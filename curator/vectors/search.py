@@ -32,12 +32,14 @@ class VectorSearch:
         score again, a swipe that asks the same)."""
         texts = [t for t in dict.fromkeys(texts) if t.strip()]
         missing = [t for t in texts if t not in self._query_cache]
-        if missing:
-            for text, vector in zip(missing, self.function.embedder.embed_queries(missing)):
-                self._query_cache[text] = vector
-            while len(self._query_cache) > QUERIES_KEPT:
-                self._query_cache.popitem(last=False)
-        return {t: self._query_cache[t] for t in texts}
+        fresh = dict(zip(missing, self.function.embedder.embed_queries(missing))) if missing else {}
+        found = {t: fresh[t] if t in fresh else self._query_cache[t] for t in texts}
+        for text, vector in found.items():  # asked again counts as new: the oldest unasked go first
+            self._query_cache[text] = vector
+            self._query_cache.move_to_end(text)
+        while len(self._query_cache) > QUERIES_KEPT:
+            self._query_cache.popitem(last=False)
+        return found
 
     def _query(self, chat_id: str, kind: str, text: str, k: int, vectors: dict) -> list[tuple[str, float]]:
         if not text.strip():
