@@ -198,6 +198,7 @@ class LiveBM25:
         vector = np.bincount(np.concatenate(slots), weights=np.concatenate(weights), minlength=len(self._keys))
         found = np.flatnonzero(vector)
         if len(found) > k:
-            found = found[np.argpartition(-vector[found], k - 1)[:k]]
-        order = sorted(found.tolist(), key=lambda i: (-vector[i], i))
-        return [(self._keys[i], float(vector[i])) for i in order]
+            found = np.sort(found[np.argpartition(-vector[found], k - 1)[:k]])
+        order = found[np.argsort(-vector[found], kind="stable")]  # best first; ties: the lower slot first
+        keys = self._keys
+        return [(keys[i], score) for i, score in zip(order.tolist(), vector[order].tolist())]
