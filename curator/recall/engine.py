@@ -127,8 +127,10 @@ class Recaller:
 
                 chosen = llm_rerank(self.settings, rq.turns or query, chosen, pool.documents, injection.usage,
                                     self.model) or chosen
-        pack(injection, chat.schema, plan.kept, mark_overflow(chosen, plan))
-        note_left_out(injection, plan, {**pool.nodes, **pool.leaf_nodes})
+        with state.lock:  # the plan's left-out nodes are read from the state (`persistent.LeftOut`)
+            pack(injection, chat.schema, plan.kept, mark_overflow(chosen, plan))
+            dropped = {i: n for i in injection.dropped_for_budget if (n := pool.nodes.get(i) or pool.leaf_nodes.get(i))}
+            note_left_out(injection, plan, dropped)
         label_views(injection, chat.schema, story)  # grouped by scope: known, own view, rumours, not known
         self._touch(chat_id, [c.node.id for c in injection.recalled])
         injection.usage.latency_ms += (time.perf_counter() - started) * 1000

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import Counter, deque
+from collections.abc import Iterator
 from functools import lru_cache
 from operator import attrgetter
 
@@ -57,6 +58,11 @@ class ChatState:
         self.active: dict[str, dict[str, Node]] = {}  # type -> its active nodes
         self.active_order: dict[str, list[tuple[int, str]]] = {}  # type -> (floor_from, id) of them, sorted
         self.context_map: dict[str, set[str]] = {}  # event-type node -> its context (see `context`)
+        # always-inject type -> the rank keys of its active top-level nodes, ascending (the persistent plan reads
+        # them best first: `ranked`), so a commit moves the nodes it touched instead of a sort of every one
+        self.ranked: dict[str, list[tuple]] = {}
+        self._rank_key: dict[str, tuple[str, tuple]] = {}
+        self._newest_first: dict[str, bool] = {}  # always-inject type -> ranked by recency alone (its own cap)
         self._dirty: set[str] = set()  # nodes whose context must be worked out again
 
     # ---- keeping up --------------------------------------------------------------------------
@@ -134,6 +140,9 @@ class ChatState:
         self.loads += 1
         self.schema = store.chat(self.chat_id).schema
         self.event_types = {name for name, spec in self.schema.types.items() if spec.identity == "event"}
+        # a schema's own cap keeps the newest; the default cap, the highest summaries first (`plan_persistent`)
+        self._newest_first = {name: bool(spec.always_inject.max_per_type) for name, spec in self.schema.types.items()
+                              if spec.always_inject.enabled}
         self._read_messages(store, 0)
         graph = store.graph(self.chat_id)
         for node in graph.nodes(archived=None):
@@ -205,6 +214,11 @@ class ChatState:
         if not node.archived:
             self.active.setdefault(node.type, {})[node.id] = node
             bisect.insort(self.active_order.setdefault(node.type, []), (node.floor_from, node.id))
+            if node.parent is None and (newest := self._newest_first.get(node.type)) is not None:
+                key = (node.floor_to, node.floor_from, node.created_at, node.id) if newest else \
+                    (node.level, node.floor_to, node.floor_from, node.created_at, node.id)
+                self._rank_key[node.id] = (node.type, key)
+                bisect.insort(self.ranked.setdefault(node.type, []), key)
         self._dirty.add(node.id)
         self._dirty.update(self.adjacent.get(node.id, ()))  # whether it is an event decides their context
         document = self.documents[node.id] = node_document(node, self.schema)
@@ -223,6 +237,9 @@ class ChatState:
         if self.active.get(node.type, {}).pop(node_id, None) is not None:
             order = self.active_order[node.type]
             del order[bisect.bisect_left(order, (node.floor_from, node_id))]
+        if (ranked := self._rank_key.pop(node_id, None)) is not None:
+            keys = self.ranked[ranked[0]]
+            del keys[bisect.bisect_left(keys, ranked[1])]
         self._dirty.add(node_id)
         self._dirty.update(self.adjacent.get(node_id, ()))
         self._chain_around(node_id)
@@ -311,6 +328,22 @@ class TypedNodes:
                      and (archived is None or n.archived == archived)]
         found.sort(key=_BY_FLOOR)
         return found
+
+    def ranked(self, type: str) -> tuple[int, Iterator[Node]]:
+        """How many active top-level nodes an always-inject type has, and them best first: by the rank key
+        descending, ties by id ascending (what a stable sort of them in (floor_from, id) order, reversed, gives)."""
+        keys = self.state.ranked.get(type, [])
+        return len(keys), self._best_first(keys)
+
+    def _best_first(self, keys: list[tuple]) -> Iterator[Node]:
+        nodes, end = self.state.nodes, len(keys)
+        while end > 0:
+            start, tie = end - 1, keys[end - 1][:-1]
+            while start > 0 and keys[start - 1][:-1] == tie:
+                start -= 1
+            for key in keys[start:end]:
+                yield nodes[key[-1]]
+            end = start
 
 
 _BY_FLOOR = attrgetter("floor_from", "id")
