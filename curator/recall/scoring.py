@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 import re
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 
 import numpy as np
@@ -51,7 +52,7 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None)
     total = np.zeros(len(candidates))
     for weight, scores, missing in ((DENSE_WEIGHT, dense, floor), (LEXICAL_WEIGHT, lexical, 0.0)):
         # one array per channel: a query has a few hundred candidates, scored twice (nodes, sources)
-        values = np.fromiter((scores.get(k, missing) for k in candidates), dtype=np.float64, count=len(candidates))
+        values = np.fromiter(map(scores.get, candidates, repeat(missing)), dtype=np.float64, count=len(candidates))
         std = values.std()
         if std > 0:
             total += weight * (values - values.mean()) / std
@@ -77,8 +78,14 @@ def add_scores(scores: dict[str, float], extra: dict[str, float], weight: float,
     if not extra:
         return scores
     low, extra_low = min(scores.values(), default=0.0), min(extra.values())
-    return {k: scores.get(k, low) + weight * extra.get(k, extra_low if k in has_extra else 0.0)
-            for k in scores.keys() | extra.keys()}
+    out = dict.fromkeys(extra.keys() - scores.keys(), low)
+    out.update(scores)
+    for k, v in extra.items():
+        out[k] += weight * v
+    for k in scores.keys() - extra.keys():  # those without this kind of evidence gain nothing (+ weight * 0)
+        if k in has_extra:
+            out[k] += weight * extra_low
+    return out
 
 
 def diversify(scores: dict[str, float], by_source: dict[str, float], pool: Pool, limit: int) -> dict[str, float]:

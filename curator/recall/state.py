@@ -285,12 +285,13 @@ class ChatState:
     # ---- what recall reads ---------------------------------------------------------------------
     def neighbours(self) -> Neighbours:
         """Every node's linked nodes (a mapping: node id -> ids)."""
-        return Neighbours(self, context=False)
+        return Neighbours(self)
 
-    def context(self) -> Neighbours:
+    def context(self) -> dict[str, set[str]]:
         """The context of each event-type node: linked events, and the previous and next node of its type and
-        level in story order."""
-        return Neighbours(self, context=True)
+        level in story order. The state's own map (kept worked out by `_settle`; only nodes that have a context
+        are in it), handed out as it is: recall asks it a few hundred times per query. Do not change it."""
+        return self.context_map
 
     def typed(self) -> TypedNodes:
         return TypedNodes(self)
@@ -299,15 +300,12 @@ class ChatState:
 class Neighbours:
     """A read-only mapping over the state's links, worked out per node on demand (recall asks for a few hundred)."""
 
-    def __init__(self, state: ChatState, context: bool):
-        self.state, self.context = state, context
+    def __init__(self, state: ChatState):
+        self.state = state
 
     def get(self, node_id: str, default=()):
-        state = self.state
-        near = state.adjacent.get(node_id)
-        if not self.context:
-            return set(near) if near else default
-        return state.context_map.get(node_id, default)
+        near = self.state.adjacent.get(node_id)
+        return set(near) if near else default
 
     def __contains__(self, node_id: str) -> bool:
         return bool(self.get(node_id))
