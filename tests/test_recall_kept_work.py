@@ -87,3 +87,75 @@ def test_an_edited_template_is_read_again(tmp_path, monkeypatch):
     stat = template.stat()
     os.utime(template, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a later mtime, whatever the clock
     assert rendering.render("greeting", who="Mira") == "Farewell Mira"
+
+
+def _dated(i: int, day: int) -> dict:
+    return {"op": "create_node", "id": f"ev{i}", "type": "event", "title": f"Summary {i}", "floor_from": i,
+            "floor_to": i, "fields": {"summary": f"Mira met Rowan at the bridge, scene {i}."},
+            "story_time": {"label": f"{day} May, 2023"}}
+
+
+def test_the_pool_keeps_its_dates_and_folded_leaves_through_commits(memory):
+    """The sorted days and each summary's folded leaves, followed commit by commit, are those of a pool built
+    whole; the date bonus and the mention boost read them as a scan of every node would."""
+    from curator.dates import date_windows, within
+    from curator.recall.engine import Recaller
+    from curator.recall.pool import build_pool
+    from curator.recall.scoring import DATE_BONUS, DATE_SLACK_DAYS, MENTION_BONUS, date_bonus, mention_boost
+    from curator.recall.state import ChatState
+
+    memory.create_chat("road", "default")
+    memory.commit("road", [{"op": "create_node", "id": "mira", "type": "character_sheet", "fields": {"name": "Mira"}}]
+                  + [_dated(i, 1 + i % 28) for i in range(80)], 0, "test")  # more than are placed one by one
+    recaller = Recaller(memory.store, memory.settings, None)
+    rng = random.Random(2)
+    for step in range(80, 120):
+        roll = rng.random()
+        graph = memory.graph("road")
+        events = [n.id for n in graph.nodes(type="event") if n.level == 0]
+        folded_leaves = [n.id for n in graph.nodes(type="event", archived=True)]
+        if roll < 0.3:
+            ops = [_dated(step, rng.randrange(1, 29))]
+        elif roll < 0.5:
+            ops = [{"op": "update_node", "id": rng.choice(events), "story_time": {"label": f"{rng.randrange(1, 29)} May, 2023"}}]
+        elif roll < 0.7:
+            ops = [{"op": "compact", "id": f"sum{step}", "type": "event", "title": f"Summary S{step}",
+                    "fields": {"summary": "Folded."},
+                    "children": rng.sample([n.id for n in graph.nodes(type="event") if n.parent is None], 3)}]
+        elif roll < 0.8:  # an active event, or a leaf folded into a summary
+            ops = [{"op": "delete_node", "id": rng.choice(events + folded_leaves[:3])}]
+        elif roll < 0.9:
+            ops = [{"op": "link", "source": "mira", "target": rng.choice(events + [f"sum{s}" for s in range(80, step)
+                                                                                  if memory.graph("road").get(f"sum{s}")]),
+                    "relation": "involved_in"}]
+        elif step > 82:
+            memory.store.rollback("road", rng.randrange(max(81, step - 5), step + 1))
+            ops = []
+        else:
+            ops = []
+        if ops:
+            memory.commit("road", ops, step, "test")
+        state = recaller.state("road")
+        opts = memory.settings.recall
+        plan, pool = recaller._pool_for("road", state, recaller._latest_floor("road"), opts)
+        fresh = ChatState("road")
+        fresh.refresh(memory.store)
+        assert vars(pool) == vars(build_pool(fresh, plan.kept, None))
+        assert pool.by_day == sorted((day, i) for i, day in pool.days.items())
+        scores = {i: rng.random() for i in rng.sample(sorted(pool.documents), min(30, len(pool.documents)))}
+        query = f"What happened on {rng.randrange(1, 29)} May 2023?"
+        windows = date_windows(query)
+        expected = dict(scores)
+        for node_id, day in pool.days.items():
+            if within(day, windows, DATE_SLACK_DAYS):
+                expected[node_id] = expected.get(node_id, min(scores.values())) + DATE_BONUS
+        assert date_bonus(scores, query, pool) == expected
+        folded = {}
+        for leaf, ancestor in pool.leaves.items():
+            folded.setdefault(ancestor, set()).add(leaf)
+        links = state.neighbours()
+        targets = {"mira", *links.get("mira", ())}
+        targets |= {leaf for t in set(targets) for leaf in folded.get(t, ())}
+        boosted = mention_boost(scores, {"mira"}, links, pool)
+        assert boosted == {**scores, **{t: scores.get(t, min(scores.values())) + MENTION_BONUS for t in targets}}
+    assert pool.folded and pool.by_day  # both came up

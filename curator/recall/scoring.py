@@ -3,15 +3,18 @@ the best within a limit. `curator/recall.py` runs them in order; each step says 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
 
 import numpy as np
 
-from curator.dates import date_windows, within
+from datetime import timedelta
+
+from curator.dates import date_windows
 from curator.store.graph import Node
 from curator.recall.injection import Chosen
 from curator.store.queries import GraphView
@@ -36,6 +39,10 @@ class Pool:
     injected: set[str]  # persistent nodes: never recalled, but scored, so a leaf must beat its ancestor
     days: dict[str, object]  # node id -> the calendar day its story-time label names, where it names one
     scenes: dict[str, str]  # event node id -> its story-time label: events that share one are each other's context
+    # what a query looks up, so that it costs what it finds, not the size of the chat (`curator/recall/pool.py`
+    # keeps them): `days` as a sorted list of (day, id); each ancestor's folded leaves (`leaves` turned round)
+    by_day: list[tuple] = field(default_factory=list)
+    folded: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None) -> dict[str, float]:
@@ -111,9 +118,13 @@ def date_bonus(scores: dict[str, float], query: str, pool: Pool) -> dict[str, fl
     if not windows or not scores:
         return scores
     out, low = dict(scores), min(scores.values())
-    for node_id, day in pool.days.items():
-        if within(day, windows, DATE_SLACK_DAYS):
-            out[node_id] = out.get(node_id, low) + DATE_BONUS
+    slack, found = timedelta(days=DATE_SLACK_DAYS), set()
+    for first, last in windows:  # the nodes dated within each window, from the sorted days
+        start = bisect.bisect_left(pool.by_day, (first - slack,))
+        end = bisect.bisect_left(pool.by_day, (last + slack + timedelta(days=1),))
+        found.update(node_id for _, node_id in pool.by_day[start:end])
+    for node_id in found:
+        out[node_id] = out.get(node_id, low) + DATE_BONUS
     return out
 
 
@@ -123,14 +134,11 @@ def mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[str
     Leaves folded into a linked summary count as linked too (compaction moved their edges up to it)."""
     if not mentioned or not scores:
         return scores
-    folded: dict[str, list[str]] = {}
-    for leaf, ancestor in pool.leaves.items():
-        folded.setdefault(ancestor, []).append(leaf)
     targets = set()
     for entity in mentioned:
         for node_id in {entity, *links.get(entity, ())}:
             targets.add(node_id)
-            targets.update(folded.get(node_id, ()))
+            targets.update(pool.folded.get(node_id, ()))
     boosted = dict(scores)
     floor = min(scores.values())
     for node_id in targets:
