@@ -38,7 +38,7 @@ class PersistentPlan:
     other always-inject node (top level) and why it is not in the block: `cap`, `distance` or `budget`."""
 
     kept: list[Node] = field(default_factory=list)
-    left: LeftOut = None
+    left: LeftOut | None = None  # set by `plan_persistent`
 
 
 class LeftOut(Mapping):
@@ -49,7 +49,7 @@ class LeftOut(Mapping):
 
     def __init__(self, typed: TypedNodes):
         self.typed = typed
-        self.types: dict[str, tuple[int | None, int | None, set[str]]] = {}  # type -> cap, floor limit, candidates
+        self.types: dict[str, tuple[int | None, set[str]]] = {}  # type -> lowest floor_to not too far, candidates
         self.budget: dict[str, str] = {}
         self.size = 0
 
@@ -68,7 +68,7 @@ class LeftOut(Mapping):
         node = self.typed.state.nodes.get(node_id)
         if node is None or node.archived or node.parent is not None or node.type not in self.types:
             return default
-        _, too_far, candidates = self.types[node.type]
+        too_far, candidates = self.types[node.type]
         if node_id in candidates:
             return default  # in the block
         # a node left out that is not too far must be past its type's cap (below the cap all but the far are in)
@@ -81,7 +81,7 @@ class LeftOut(Mapping):
         return self.size
 
     def __iter__(self) -> Iterator[str]:
-        for name, (cap, too_far, candidates) in self.types.items():
+        for name, (_, candidates) in self.types.items():
             for node in self.typed.ranked(name)[1]:
                 if node.id not in candidates:
                     yield node.id
@@ -111,7 +111,7 @@ def plan_persistent(typed: TypedNodes, schema: Schema, latest_floor: int, budget
             if too_far is None or node.floor_to >= too_far:
                 candidates.append(node)
                 mine.add(node.id)
-        plan.left.types[name] = (cap or None, too_far, mine)
+        plan.left.types[name] = (too_far, mine)
     overhead = count_tokens(render("inject_block", heading=BLOCK_HEADINGS["recalled"], sections=""))
     used, limit, misses = 2 * overhead, int(budget_tokens * PERSISTENT_SHARE), 0
     for node in rank_persistent(candidates):

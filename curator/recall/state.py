@@ -312,7 +312,8 @@ class Neighbours:
 
 
 class TypedNodes:
-    """The part of `GraphView` that `persistent_nodes` uses, answered from the state (active nodes of a type)."""
+    """Active nodes of a type, answered from the state: in (floor_from, id) order as `GraphView.nodes` gives them,
+    and, for an always-inject type, its top-level ones best first (`ranked`, what `plan_persistent` reads)."""
 
     def __init__(self, state: ChatState):
         self.state = state
