@@ -7,12 +7,11 @@ import bisect
 import heapq
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 from itertools import repeat
 from operator import itemgetter
 
 import numpy as np
-
-from datetime import timedelta
 
 from curator.dates import date_windows
 from curator.store.graph import Node
