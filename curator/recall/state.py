@@ -152,21 +152,29 @@ class ChatState:
             self._link(edge_id, source, target)
 
     def _read_messages(self, store, floor: int) -> None:
-        for old in [f for f in self.lines if f >= floor]:
-            del self.lines[old]
-            self.speakers[self.speaker.pop(old)] -= 1
-            self.named_replies.pop(old, None)
+        """Reread the messages from `floor` on (a live turn writes the newest: what it costs is those few)."""
+        gone = range(floor, self.latest_floor + 1) if self.latest_floor is not None and floor > 0 else list(self.lines)
+        for old in gone:
+            if old in self.lines:
+                del self.lines[old]
+                self.speakers[self.speaker.pop(old)] -= 1
+                self.named_replies.pop(old, None)
+        newest = newest_named = None
         for f, role, name, text in store.conn.execute(
                 "SELECT floor, role, name, text FROM messages WHERE chat_id=? AND floor >= ?", (self.chat_id, floor)):
             self.lines[f] = f"{name}: {text}" if name else text
             self.speaker[f] = name
             self.speakers[name] += 1
+            newest = f if newest is None else max(newest, f)
             if role == "assistant" and name:
                 self.named_replies[f] = name
+                newest_named = f if newest_named is None else max(newest_named, f)
         self.speakers = +self.speakers  # drop the names no message uses any more
-        # what recall asks every time, answered here so a warm recall sends no statement for it
-        self.latest_floor = max(self.lines, default=None)
-        self.last_speaker = self.named_replies[max(self.named_replies)] if self.named_replies else None
+        # what recall asks every time, answered here so a warm recall sends no statement for it; every floor left
+        # is below `floor`, so the newest is a new one, else the old one nearest below
+        self.latest_floor = newest if newest is not None else _last_below(self.lines, floor)
+        named = newest_named if newest_named is not None else _last_below(self.named_replies, floor)
+        self.last_speaker = self.named_replies[named] if named is not None else None
 
     def _resource(self, store, floor: int) -> None:
         """Sources of the events that reach the rewritten floors (an event's source ends at its last floor)."""
@@ -346,6 +354,14 @@ class TypedNodes:
 
 
 _BY_FLOOR = attrgetter("floor_from", "id")
+
+
+def _last_below(floors: dict[int, object], floor: int) -> int | None:
+    """The highest key below `floor`: looked for downwards first (floors are dense), then among them all."""
+    for f in range(floor - 1, max(-1, floor - 65), -1):
+        if f in floors:
+            return f
+    return max((f for f in floors if f < floor), default=None)
 
 
 @lru_cache(maxsize=65536)
