@@ -35,6 +35,7 @@ from curator.recall.scoring import (
     SOURCE_WEIGHT,
     Pool,
     add_scores,
+    best_first,
     date_bonus,
     diversify,
     expand,
@@ -65,16 +66,6 @@ LEAF_CANDIDATES = 30
 STATES_KEPT = 256  # chats whose recall state stays in memory
 # Names by the primary key (chat, name): with a join or DISTINCT SQLite walks the whole by-node index instead.
 MENTIONED_SQL = "SELECT node_id FROM node_names WHERE chat_id=? AND name IN ({})"
-
-
-class _Both:
-    """Membership in two collections at once, without building their intersection."""
-
-    def __init__(self, first, second):
-        self.first, self.second = first, second
-
-    def __contains__(self, key) -> bool:
-        return key in self.first and key in self.second
 
 
 class Recaller:
@@ -136,8 +127,10 @@ class Recaller:
 
                 chosen = llm_rerank(self.settings, rq.turns or query, chosen, pool.documents, injection.usage,
                                     self.model) or chosen
-        pack(injection, chat.schema, plan.kept, mark_overflow(chosen, plan))
-        note_left_out(injection, plan, {**pool.nodes, **pool.leaf_nodes})
+        with state.lock:  # the plan's left-out nodes are read from the state (`persistent.LeftOut`)
+            pack(injection, chat.schema, plan.kept, mark_overflow(chosen, plan))
+            dropped = {i: n for i in injection.dropped_for_budget if (n := pool.nodes.get(i) or pool.leaf_nodes.get(i))}
+            note_left_out(injection, plan, dropped)
         label_views(injection, chat.schema, story)  # grouped by scope: known, own view, rumours, not known
         self._touch(chat_id, [c.node.id for c in injection.recalled])
         injection.usage.latency_ms += (time.perf_counter() - started) * 1000
@@ -223,7 +216,7 @@ class Recaller:
                 lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, text, source_query,
                                                                         pool)
                 allowed = pool.documents  # a mapping: `in` is all fuse asks of it
-                by_source = fuse(source_dense, source_lexical, _Both(allowed, sourced)) if SOURCE_WEIGHT else {}
+                by_source = fuse(source_dense, source_lexical, allowed, sourced) if SOURCE_WEIGHT else {}
                 fused = add_scores(fuse(dense, lexical, allowed), by_source, SOURCE_WEIGHT, sourced)
             first.append((by_source, lexical, dense))
             return fused
@@ -258,7 +251,7 @@ class Recaller:
         waits until a recall needs it: `vectors/index.py`); True when any was, so the query is scored again."""
         if self.index is None or not pool.leaves:
             return False
-        top = [node_id for node_id, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:LEAF_CANDIDATES]]
+        top = [node_id for node_id, _ in best_first(fused, LEAF_CANDIDATES)]
         with state.lock:  # the leaves under the top candidates: their subtrees, not every leaf of the chat
             leaves, stack = [], [c for node_id in top if (n := state.nodes.get(node_id)) for c in n.children]
             while stack:

@@ -115,6 +115,9 @@ class BM25:
         return [(i, float(vector[i])) for i in order]
 
 
+WEIGHTS_KEPT = 4096  # query terms whose weights `LiveBM25` keeps between two changes
+
+
 class LiveBM25:
     """BM25 over a set of documents that changes a few at a time: a document is added, replaced or removed by
     its key, and only its own terms' postings change. Scores are those of `BM25` over the same documents (the
@@ -131,6 +134,9 @@ class LiveBM25:
         self._total = 0.0
         self._postings: dict[str, dict[int, int]] = {}  # term -> slot -> tf
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # term -> (slots, tfs), until it changes
+        # term -> (slots, BM25 weights) while the collection is unchanged (its statistics weigh every term): the
+        # queries between two commits share most of their words
+        self._weights: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -151,6 +157,7 @@ class LiveBM25:
             if slot >= len(self._lengths):
                 self._lengths = np.concatenate([self._lengths, np.zeros(len(self._lengths), dtype=np.float64)])
         self._slot[key], self._keys[slot], self._terms[slot] = slot, key, counts
+        self._weights.clear()
         length = sum(counts.values())
         self._lengths[slot] = length
         self._total += length
@@ -169,6 +176,7 @@ class LiveBM25:
                 del self._postings[term]
             self._arrays.pop(term, None)
         self._total -= self._lengths[slot]
+        self._weights.clear()
         self._lengths[slot] = 0.0
         self._keys[slot], self._terms[slot] = None, None
         self._free.append(slot)
@@ -190,14 +198,20 @@ class LiveBM25:
         avg = self._total / size or 1.0
         slots, weights = [], []
         for term in terms:
-            ids, tfs = self._term(term)
-            idf = math.log(1 + (size - len(ids) + 0.5) / (len(ids) + 0.5))
-            norm = tfs + self.k1 * (1 - self.b + self.b * self._lengths[ids] / avg)
-            slots.append(ids)
-            weights.append(idf * tfs * (self.k1 + 1) / norm)
+            known = self._weights.get(term)
+            if known is None:
+                ids, tfs = self._term(term)
+                idf = math.log(1 + (size - len(ids) + 0.5) / (len(ids) + 0.5))
+                norm = tfs + self.k1 * (1 - self.b + self.b * self._lengths[ids] / avg)
+                if len(self._weights) >= WEIGHTS_KEPT:
+                    self._weights.clear()
+                known = self._weights[term] = (ids, idf * tfs * (self.k1 + 1) / norm)
+            slots.append(known[0])
+            weights.append(known[1])
         vector = np.bincount(np.concatenate(slots), weights=np.concatenate(weights), minlength=len(self._keys))
         found = np.flatnonzero(vector)
         if len(found) > k:
-            found = found[np.argpartition(-vector[found], k - 1)[:k]]
-        order = sorted(found.tolist(), key=lambda i: (-vector[i], i))
-        return [(self._keys[i], float(vector[i])) for i in order]
+            found = np.sort(found[np.argpartition(-vector[found], k - 1)[:k]])
+        order = found[np.argsort(-vector[found], kind="stable")]  # best first; ties: the lower slot first
+        keys = self._keys
+        return [(keys[i], score) for i, score in zip(order.tolist(), vector[order].tolist())]

@@ -9,6 +9,7 @@ otherwise fill the persistent share with its newest events and leave recall no r
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from curator.prompts import render
@@ -25,8 +26,8 @@ from curator.recall.injection import (
     _rendered,
     rank_persistent,
 )
+from curator.recall.state import TypedNodes
 from curator.store.graph import Node
-from curator.store.queries import GraphView
 
 OVERFLOW = "persistent overflow"
 
@@ -37,45 +38,94 @@ class PersistentPlan:
     other always-inject node (top level) and why it is not in the block: `cap`, `distance` or `budget`."""
 
     kept: list[Node] = field(default_factory=list)
-    left: dict[str, str] = field(default_factory=dict)
-    nodes: dict[str, Node] = field(default_factory=dict)  # of `left`
+    left: LeftOut | None = None  # set by `plan_persistent`
 
 
-def plan_persistent(graph: GraphView, schema: Schema, latest_floor: int, budget_tokens: int,
+class LeftOut(Mapping):
+    """node id -> why (`cap`, `distance`, `budget`) of every always-inject node the block leaves out, worked out on
+    demand from the state's ranked nodes: a 100k chat leaves out tens of thousands, and a recall asks about a few
+    (its chosen nodes, the first listed). Iterates in the order a whole plan lists them: type by type, best first,
+    then the budget's. Reads the state as it is now (like its other views), so read it under the state's lock."""
+
+    def __init__(self, typed: TypedNodes):
+        self.typed = typed
+        self.types: dict[str, tuple[int | None, set[str]]] = {}  # type -> lowest floor_to not too far, candidates
+        self.budget: dict[str, str] = {}
+        self.size = 0
+
+    def node(self, node_id: str) -> Node:
+        return self.typed.state.nodes[node_id]
+
+    def __getitem__(self, node_id: str) -> str:
+        why = self.get(node_id)
+        if why is None:
+            raise KeyError(node_id)
+        return why
+
+    def get(self, node_id: str, default=None):
+        if node_id in self.budget:
+            return "budget"
+        node = self.typed.state.nodes.get(node_id)
+        if node is None or node.archived or node.parent is not None or node.type not in self.types:
+            return default
+        too_far, candidates = self.types[node.type]
+        if node_id in candidates:
+            return default  # in the block
+        # a node left out that is not too far must be past its type's cap (below the cap all but the far are in)
+        return "distance" if too_far is not None and node.floor_to < too_far else "cap"
+
+    def __contains__(self, node_id) -> bool:
+        return self.get(node_id) is not None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[str]:
+        for name, (_, candidates) in self.types.items():
+            for node in self.typed.ranked(name)[1]:
+                if node.id not in candidates:
+                    yield node.id
+        yield from self.budget
+
+
+def plan_persistent(typed: TypedNodes, schema: Schema, latest_floor: int, budget_tokens: int,
                     default_cap: int) -> PersistentPlan:
     """Caps first (a type's own `max_per_type`, else `default_cap`; `max_floor_distance`), then the persistent
-    share of the budget, packed in `rank_persistent` order (highest summaries first, then the newest)."""
-    plan = PersistentPlan()
+    share of the budget, packed in `rank_persistent` order (highest summaries first, then the newest). A capped
+    type reads its first `cap` nodes from the state's ranked order, not all of them."""
+    plan = PersistentPlan(left=LeftOut(typed))
     candidates: list[Node] = []
+    total = 0
     for name, spec in schema.types.items():
         if not spec.always_inject.enabled:
             continue
         caps = spec.always_inject
-        cap = caps.max_per_type or default_cap
-        nodes = [n for n in graph.nodes(type=name) if n.parent is None]
-        own_cap = bool(caps.max_per_type)  # a schema's own cap keeps the newest; the default, the highest first
-        nodes.sort(key=(lambda n: (n.floor_to, n.floor_from, n.created_at)) if own_cap
-                   else (lambda n: (n.level, n.floor_to, n.floor_from, n.created_at)), reverse=True)
-        for index, node in enumerate(nodes):
-            if caps.max_floor_distance and node.floor_to < latest_floor - caps.max_floor_distance + 1:
-                plan.left[node.id], plan.nodes[node.id] = "distance", node
-            elif cap and spec.identity != "latest_only" and index >= cap:
-                plan.left[node.id], plan.nodes[node.id] = "cap", node
-            else:
+        cap = (caps.max_per_type or default_cap) if spec.identity != "latest_only" else 0
+        too_far = latest_floor - caps.max_floor_distance + 1 if caps.max_floor_distance else None
+        count, ranked = typed.ranked(name)
+        total += count
+        mine: set[str] = set()
+        for index, node in enumerate(ranked):
+            if cap and index >= cap:
+                break  # the rest are left out for the cap (or the distance): `LeftOut` says which
+            if too_far is None or node.floor_to >= too_far:
                 candidates.append(node)
+                mine.add(node.id)
+        plan.left.types[name] = (too_far, mine)
     overhead = count_tokens(render("inject_block", heading=BLOCK_HEADINGS["recalled"], sections=""))
     used, limit, misses = 2 * overhead, int(budget_tokens * PERSISTENT_SHARE), 0
     for node in rank_persistent(candidates):
         if limit - used < MIN_LINE_TOKENS or misses >= MAX_MISSES:
-            plan.left[node.id], plan.nodes[node.id] = "budget", node
+            plan.left.budget[node.id] = "budget"
             continue
         tokens = _rendered(node, schema)[1]
         if used + tokens > limit:
-            plan.left[node.id], plan.nodes[node.id] = "budget", node
+            plan.left.budget[node.id] = "budget"
             misses += 1
             continue
         used, misses = used + tokens, 0
         plan.kept.append(node)
+    plan.left.size = total - len(plan.kept)
     return plan
 
 
@@ -99,7 +149,7 @@ def note_left_out(injection: Injection, plan: PersistentPlan, candidates: dict[s
         if len(out) >= DROPPED_LISTED:
             break
         if node_id not in shown:
-            node = plan.nodes[node_id]
+            node = plan.left.node(node_id)
             out.append({"id": node_id, "type": node.type, "title": node.title, "why": why, "block": "persistent"})
     recalled_left = 0
     for node_id in injection.dropped_for_budget:

@@ -3,10 +3,17 @@ the best within a limit. `curator/recall.py` runs them in order; each step says 
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
+from itertools import repeat
+from operator import itemgetter
 
-from curator.dates import date_windows, within
+import numpy as np
+
+from curator.dates import date_windows
 from curator.store.graph import Node
 from curator.recall.injection import Chosen
 from curator.store.queries import GraphView
@@ -31,24 +38,31 @@ class Pool:
     injected: set[str]  # persistent nodes: never recalled, but scored, so a leaf must beat its ancestor
     days: dict[str, object]  # node id -> the calendar day its story-time label names, where it names one
     scenes: dict[str, str]  # event node id -> its story-time label: events that share one are each other's context
+    # what a query looks up, so that it costs what it finds, not the size of the chat (`curator/recall/pool.py`
+    # keeps them): `days` as a sorted list of (day, id); each ancestor's folded leaves (`leaves` turned round)
+    by_day: list[tuple] = field(default_factory=list)
+    folded: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
-def fuse(dense: dict[str, float], lexical: dict[str, float], allowed: set[str]) -> dict[str, float]:
-    """Weighted sum of z-scores over the candidates (the union of both lists): a node the vector search did not
-    return counts as its lowest similarity, one that shares no word as BM25 0."""
-    candidates = [k for k in set(dense) | set(lexical) if k in allowed]
+def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None) -> dict[str, float]:
+    """Weighted sum of z-scores over the candidates (the union of both lists, those in `allowed` and, given, in
+    `also`): a node the vector search did not return counts as its lowest similarity, one that shares no word as
+    BM25 0."""
+    candidates = [k for k in dense.keys() | lexical.keys() if k in allowed]
+    if also is not None:
+        candidates = [k for k in candidates if k in also]
     if not candidates:
         return {}
-    floor = min((v for k, v in dense.items() if k in allowed), default=0.0)
-    total = {k: 0.0 for k in candidates}
+    kept = set(candidates)
+    floor = min((v for k, v in dense.items() if k in kept), default=0.0)
+    total = np.zeros(len(candidates))
     for weight, scores, missing in ((DENSE_WEIGHT, dense, floor), (LEXICAL_WEIGHT, lexical, 0.0)):
-        values = [scores.get(k, missing) for k in candidates]
-        mean = sum(values) / len(values)
-        std = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+        # one array per channel: a query has a few hundred candidates, scored twice (nodes, sources)
+        values = np.fromiter(map(scores.get, candidates, repeat(missing)), dtype=np.float64, count=len(candidates))
+        std = values.std()
         if std > 0:
-            for k, v in zip(candidates, values):
-                total[k] += weight * (v - mean) / std
-    return total
+            total += weight * (values - values.mean()) / std
+    return dict(zip(candidates, total.tolist()))
 
 
 def strip_names(text: str, names: list[str]) -> str:
@@ -70,8 +84,14 @@ def add_scores(scores: dict[str, float], extra: dict[str, float], weight: float,
     if not extra:
         return scores
     low, extra_low = min(scores.values(), default=0.0), min(extra.values())
-    return {k: scores.get(k, low) + weight * extra.get(k, extra_low if k in has_extra else 0.0)
-            for k in set(scores) | set(extra)}
+    out = dict.fromkeys(extra.keys() - scores.keys(), low)
+    out.update(scores)
+    for k, v in extra.items():
+        out[k] += weight * v
+    for k in scores.keys() - extra.keys():  # those without this kind of evidence gain nothing (+ weight * 0)
+        if k in has_extra:
+            out[k] += weight * extra_low
+    return out
 
 
 def diversify(scores: dict[str, float], by_source: dict[str, float], pool: Pool, limit: int) -> dict[str, float]:
@@ -80,7 +100,7 @@ def diversify(scores: dict[str, float], by_source: dict[str, float], pool: Pool,
     if not by_source:
         return scores
     out, seen = dict(scores), set()
-    for node_id, _ in sorted(scores.items(), key=lambda kv: -kv[1])[:3 * limit]:
+    for node_id, _ in best_first(scores, 3 * limit):
         node = pool.nodes.get(node_id) or pool.leaf_nodes.get(node_id)
         if node is None or node_id not in by_source:
             continue
@@ -97,9 +117,13 @@ def date_bonus(scores: dict[str, float], query: str, pool: Pool) -> dict[str, fl
     if not windows or not scores:
         return scores
     out, low = dict(scores), min(scores.values())
-    for node_id, day in pool.days.items():
-        if within(day, windows, DATE_SLACK_DAYS):
-            out[node_id] = out.get(node_id, low) + DATE_BONUS
+    slack, found = timedelta(days=DATE_SLACK_DAYS), set()
+    for first, last in windows:  # the nodes dated within each window, from the sorted days
+        start = bisect.bisect_left(pool.by_day, (first - slack,))
+        end = bisect.bisect_left(pool.by_day, (last + slack + timedelta(days=1),))
+        found.update(node_id for _, node_id in pool.by_day[start:end])
+    for node_id in found:
+        out[node_id] = out.get(node_id, low) + DATE_BONUS
     return out
 
 
@@ -109,14 +133,11 @@ def mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[str
     Leaves folded into a linked summary count as linked too (compaction moved their edges up to it)."""
     if not mentioned or not scores:
         return scores
-    folded: dict[str, list[str]] = {}
-    for leaf, ancestor in pool.leaves.items():
-        folded.setdefault(ancestor, []).append(leaf)
     targets = set()
     for entity in mentioned:
         for node_id in {entity, *links.get(entity, ())}:
             targets.add(node_id)
-            targets.update(folded.get(node_id, ()))
+            targets.update(pool.folded.get(node_id, ()))
     boosted = dict(scores)
     floor = min(scores.values())
     for node_id in targets:
@@ -132,28 +153,40 @@ def propagate(scores: dict[str, float], links: dict[str, set[str]], pool: Pool) 
         return scores
     out = dict(scores)
     floor = min(scores.values())
+    scenes, documents, near = pool.scenes, pool.documents, links.get
     best_in_scene: dict[str, list[tuple[float, str]]] = {}  # the two best scored events of each scene
-    for node_id, score in scores.items():
-        if (scene := pool.scenes.get(node_id)) is not None:
-            top = best_in_scene.setdefault(scene, [])
-            top.append((score, node_id))
-            if len(top) > 2:
-                top.sort(reverse=True)
-                top.pop()
+    if scenes:  # most chats have no story-time labels: skip the scene work then
+        for node_id, score in scores.items():
+            if (scene := scenes.get(node_id)) is not None:
+                top = best_in_scene.setdefault(scene, [])
+                top.append((score, node_id))
+                if len(top) > 2:
+                    top.sort(reverse=True)
+                    top.pop()
     # only a neighbour of a node scored above 0 can gain (the gain needs a best > 0)
-    touched = {n for node_id, score in scores.items() if score > 0 for n in links.get(node_id, ())}
-    touched.update(i for i in scores if i in pool.scenes)
+    touched = {n for node_id, score in scores.items() if score > 0 for n in near(node_id, ())}
+    if scenes:
+        touched.update(i for i in scores if i in scenes)
     for node_id in touched:
-        if node_id not in pool.documents:
+        if node_id not in documents:
             continue
-        best = max((scores[n] for n in links.get(node_id, ()) if n in scores), default=None)
-        other = next((s for s, i in sorted(best_in_scene.get(pool.scenes.get(node_id), ()), reverse=True)
-                      if i != node_id), None)
-        if other is not None and (best is None or other > best):
-            best = other
+        best = max((scores[n] for n in near(node_id, ()) if n in scores), default=None)
+        if scenes and (scene := scenes.get(node_id)) is not None:
+            other = next((s for s, i in sorted(best_in_scene.get(scene, ()), reverse=True) if i != node_id), None)
+            if other is not None and (best is None or other > best):
+                best = other
         if best is not None and best > 0:
             out[node_id] = out.get(node_id, floor) + NEIGHBOUR_SHARE * best
     return out
+
+
+def best_first(scores: dict[str, float], n: int, everything: bool = False):
+    """(id, score) best first, as `sorted(scores.items(), key=-score)` gives them (ties in the map's order): the
+    best `n` from a heap (what a limit needs; a query scores several hundred), then, with `everything`, the rest."""
+    head = heapq.nlargest(n, scores.items(), key=itemgetter(1))
+    yield from head
+    if everything and len(head) < len(scores):
+        yield from sorted(scores.items(), key=itemgetter(1), reverse=True)[n:]
 
 
 def top_ancestor(node: Node, everything: dict[str, Node]) -> Node | None:
@@ -170,9 +203,8 @@ def lift_leaves(scores: dict[str, float], pool: Pool, limit: int, lexical: dict,
                  reason: str | None = None) -> list[Chosen]:
     """Best first, within the limit. A folded leaf comes in for its detail only when it matches about as well as
     its summary (within DETAIL_MARGIN), otherwise the summary speaks for it."""
-    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     chosen: dict[str, Chosen] = {}
-    for node_id, score in ranked:
+    for node_id, score in best_first(scores, 2 * limit, everything=True):
         if len(chosen) >= limit:
             break
         if node_id in pool.leaves:

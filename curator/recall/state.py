@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import Counter, deque
+from collections.abc import Iterator
 from functools import lru_cache
 from operator import attrgetter
 
@@ -57,6 +58,11 @@ class ChatState:
         self.active: dict[str, dict[str, Node]] = {}  # type -> its active nodes
         self.active_order: dict[str, list[tuple[int, str]]] = {}  # type -> (floor_from, id) of them, sorted
         self.context_map: dict[str, set[str]] = {}  # event-type node -> its context (see `context`)
+        # always-inject type -> the rank keys of its active top-level nodes, ascending (the persistent plan reads
+        # them best first: `ranked`), so a commit moves the nodes it touched instead of a sort of every one
+        self.ranked: dict[str, list[tuple]] = {}
+        self._rank_key: dict[str, tuple[str, tuple]] = {}
+        self._newest_first: dict[str, bool] = {}  # always-inject type -> ranked by recency alone (its own cap)
         self._dirty: set[str] = set()  # nodes whose context must be worked out again
 
     # ---- keeping up --------------------------------------------------------------------------
@@ -134,6 +140,9 @@ class ChatState:
         self.loads += 1
         self.schema = store.chat(self.chat_id).schema
         self.event_types = {name for name, spec in self.schema.types.items() if spec.identity == "event"}
+        # a schema's own cap keeps the newest; the default cap, the highest summaries first (`plan_persistent`)
+        self._newest_first = {name: bool(spec.always_inject.max_per_type) for name, spec in self.schema.types.items()
+                              if spec.always_inject.enabled}
         self._read_messages(store, 0)
         graph = store.graph(self.chat_id)
         for node in graph.nodes(archived=None):
@@ -143,21 +152,29 @@ class ChatState:
             self._link(edge_id, source, target)
 
     def _read_messages(self, store, floor: int) -> None:
-        for old in [f for f in self.lines if f >= floor]:
-            del self.lines[old]
-            self.speakers[self.speaker.pop(old)] -= 1
-            self.named_replies.pop(old, None)
+        """Reread the messages from `floor` on (a live turn writes the newest: what it costs is those few)."""
+        gone = range(floor, self.latest_floor + 1) if self.latest_floor is not None and floor > 0 else list(self.lines)
+        for old in gone:
+            if old in self.lines:
+                del self.lines[old]
+                self.speakers[self.speaker.pop(old)] -= 1
+                self.named_replies.pop(old, None)
+        newest = newest_named = None
         for f, role, name, text in store.conn.execute(
                 "SELECT floor, role, name, text FROM messages WHERE chat_id=? AND floor >= ?", (self.chat_id, floor)):
             self.lines[f] = f"{name}: {text}" if name else text
             self.speaker[f] = name
             self.speakers[name] += 1
+            newest = f if newest is None else max(newest, f)
             if role == "assistant" and name:
                 self.named_replies[f] = name
+                newest_named = f if newest_named is None else max(newest_named, f)
         self.speakers = +self.speakers  # drop the names no message uses any more
-        # what recall asks every time, answered here so a warm recall sends no statement for it
-        self.latest_floor = max(self.lines, default=None)
-        self.last_speaker = self.named_replies[max(self.named_replies)] if self.named_replies else None
+        # what recall asks every time, answered here so a warm recall sends no statement for it; every floor left
+        # is below `floor`, so the newest is a new one, else the old one nearest below
+        self.latest_floor = newest if newest is not None else _last_below(self.lines, floor)
+        named = newest_named if newest_named is not None else _last_below(self.named_replies, floor)
+        self.last_speaker = self.named_replies[named] if named is not None else None
 
     def _resource(self, store, floor: int) -> None:
         """Sources of the events that reach the rewritten floors (an event's source ends at its last floor)."""
@@ -205,6 +222,11 @@ class ChatState:
         if not node.archived:
             self.active.setdefault(node.type, {})[node.id] = node
             bisect.insort(self.active_order.setdefault(node.type, []), (node.floor_from, node.id))
+            if node.parent is None and (newest := self._newest_first.get(node.type)) is not None:
+                key = (node.floor_to, node.floor_from, node.created_at, node.id) if newest else \
+                    (node.level, node.floor_to, node.floor_from, node.created_at, node.id)
+                self._rank_key[node.id] = (node.type, key)
+                bisect.insort(self.ranked.setdefault(node.type, []), key)
         self._dirty.add(node.id)
         self._dirty.update(self.adjacent.get(node.id, ()))  # whether it is an event decides their context
         document = self.documents[node.id] = node_document(node, self.schema)
@@ -223,6 +245,9 @@ class ChatState:
         if self.active.get(node.type, {}).pop(node_id, None) is not None:
             order = self.active_order[node.type]
             del order[bisect.bisect_left(order, (node.floor_from, node_id))]
+        if (ranked := self._rank_key.pop(node_id, None)) is not None:
+            keys = self.ranked[ranked[0]]
+            del keys[bisect.bisect_left(keys, ranked[1])]
         self._dirty.add(node_id)
         self._dirty.update(self.adjacent.get(node_id, ()))
         self._chain_around(node_id)
@@ -268,12 +293,13 @@ class ChatState:
     # ---- what recall reads ---------------------------------------------------------------------
     def neighbours(self) -> Neighbours:
         """Every node's linked nodes (a mapping: node id -> ids)."""
-        return Neighbours(self, context=False)
+        return Neighbours(self)
 
-    def context(self) -> Neighbours:
+    def context(self) -> dict[str, set[str]]:
         """The context of each event-type node: linked events, and the previous and next node of its type and
-        level in story order."""
-        return Neighbours(self, context=True)
+        level in story order. The state's own map (kept worked out by `_settle`; only nodes that have a context
+        are in it), handed out as it is: recall asks it a few hundred times per query. Do not change it."""
+        return self.context_map
 
     def typed(self) -> TypedNodes:
         return TypedNodes(self)
@@ -282,22 +308,20 @@ class ChatState:
 class Neighbours:
     """A read-only mapping over the state's links, worked out per node on demand (recall asks for a few hundred)."""
 
-    def __init__(self, state: ChatState, context: bool):
-        self.state, self.context = state, context
+    def __init__(self, state: ChatState):
+        self.state = state
 
     def get(self, node_id: str, default=()):
-        state = self.state
-        near = state.adjacent.get(node_id)
-        if not self.context:
-            return set(near) if near else default
-        return state.context_map.get(node_id, default)
+        near = self.state.adjacent.get(node_id)
+        return set(near) if near else default
 
     def __contains__(self, node_id: str) -> bool:
         return bool(self.get(node_id))
 
 
 class TypedNodes:
-    """The part of `GraphView` that `persistent_nodes` uses, answered from the state (active nodes of a type)."""
+    """Active nodes of a type, answered from the state: in (floor_from, id) order as `GraphView.nodes` gives them,
+    and, for an always-inject type, its top-level ones best first (`ranked`, what `plan_persistent` reads)."""
 
     def __init__(self, state: ChatState):
         self.state = state
@@ -312,8 +336,32 @@ class TypedNodes:
         found.sort(key=_BY_FLOOR)
         return found
 
+    def ranked(self, type: str) -> tuple[int, Iterator[Node]]:
+        """How many active top-level nodes an always-inject type has, and them best first: by the rank key
+        descending, ties by id ascending (what a stable sort of them in (floor_from, id) order, reversed, gives)."""
+        keys = self.state.ranked.get(type, [])
+        return len(keys), self._best_first(keys)
+
+    def _best_first(self, keys: list[tuple]) -> Iterator[Node]:
+        nodes, end = self.state.nodes, len(keys)
+        while end > 0:
+            start, tie = end - 1, keys[end - 1][:-1]
+            while start > 0 and keys[start - 1][:-1] == tie:
+                start -= 1
+            for key in keys[start:end]:
+                yield nodes[key[-1]]
+            end = start
+
 
 _BY_FLOOR = attrgetter("floor_from", "id")
+
+
+def _last_below(floors: dict[int, object], floor: int) -> int | None:
+    """The highest key below `floor`: looked for downwards first (floors are dense), then among them all."""
+    for f in range(floor - 1, max(-1, floor - 65), -1):
+        if f in floors:
+            return f
+    return max((f for f in floors if f < floor), default=None)
 
 
 @lru_cache(maxsize=65536)

@@ -16,6 +16,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from curator.recall.injection import Injection, render_text
 from curator.schemas import Schema
@@ -60,6 +61,15 @@ class StoryData:
     @property
     def active(self) -> bool:
         return bool(self.restricted or self.owners or self.regions or self.labels)
+
+    @cached_property
+    def label_groups(self) -> dict[tuple[str, frozenset[str]], list[str]]:
+        """The nodes of each distinct label: many memories share one (a session's date, a scene), so a query
+        checks each label once, not each node (worked out at the first query of a graph version)."""
+        groups: dict[tuple[str, frozenset[str]], list[str]] = {}
+        for node_id, label in self.labels.items():
+            groups.setdefault(label, []).append(node_id)
+        return groups
 
 
 @dataclass
@@ -255,11 +265,11 @@ def _named_times(query: str, data: StoryData) -> set[str]:
     word that is not a number) is in the query, or the CJK label appears in it whole."""
     words = _words(query)
     out = set()
-    for node_id, (label, label_words) in data.labels.items():
+    for (label, label_words), nodes in data.label_groups.items():
         if label_words and label_words <= words and not all(w.isdigit() for w in label_words):
-            out.add(node_id)
+            out.update(nodes)
         elif _CJK.search(label) and label in query:
-            out.add(node_id)
+            out.update(nodes)
     return out
 
 

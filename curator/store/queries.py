@@ -11,6 +11,8 @@ from curator.store.graph import EDGE_COLUMNS, NODE_COLUMNS, Edge, Node, edge_fro
 
 _NODE_SELECT = f"SELECT {', '.join(NODE_COLUMNS)} FROM nodes"
 _EDGE_SELECT = f"SELECT {', '.join(EDGE_COLUMNS)} FROM edges"
+CHILDREN_SQL = ("SELECT c.parent_id, n.floor_from, c.id FROM (SELECT parent_id, id FROM nodes WHERE chat_id=? AND "
+                "parent_id IN ({})) AS c JOIN nodes n ON n.chat_id=? AND n.id=c.id")
 
 
 class GraphView:
@@ -29,26 +31,18 @@ class GraphView:
         return [node_from_row(r, children.get(r["id"])) for r in rows]
 
     def _children_of(self, ids: list[str]) -> dict[str, list[str]]:
-        """Each node's children, ordered by (floor_from, id). Asked in two steps: the (chat_id, parent_id) index
-        covers the first only while it reads no other column (SQLite scanned the whole chat for an ORDER BY on
-        floor_from: 0.6 ms at 10k nodes for every `get`); the children's floors are then read by key."""
-        pairs: list[tuple[str, str]] = []
+        """Each node's children in (floor_from, id) order. The children are found by the parent index alone (it
+        holds their ids), their floors read by key, and the order made here: asked for the floors or an ORDER BY
+        in one select, SQLite walked every node of the chat by its primary key instead (3-5 ms at 30k nodes, on
+        every read of a few nodes)."""
+        found: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
-            pairs.extend(self.conn.execute(
-                f"SELECT parent_id, id FROM nodes WHERE chat_id=? AND parent_id IN ({', '.join('?' * len(chunk))})",
-                (self.chat_id, *chunk)))
-        floors: dict[str, int] = {}
-        children = [child for _, child in pairs]
-        for start in range(0, len(children), 500):
-            chunk = children[start:start + 500]
-            floors.update(self.conn.execute(
-                f"SELECT id, floor_from FROM nodes WHERE chat_id=? AND id IN ({', '.join('?' * len(chunk))})",
-                (self.chat_id, *chunk)))
-        found: dict[str, list[str]] = defaultdict(list)
-        for parent, child in sorted(pairs, key=lambda pair: (floors[pair[1]], pair[1])):
-            found[parent].append(child)
-        return found
+            rows = self.conn.execute(CHILDREN_SQL.format(", ".join("?" * len(chunk))),
+                                     (self.chat_id, *chunk, self.chat_id))
+            for parent, floor_from, child in rows:
+                found[parent].append((floor_from, child))
+        return {parent: [child for _, child in sorted(children)] for parent, children in found.items()}
 
     def get(self, node_id: str) -> Node | None:
         nodes = self._nodes("id=?", (node_id,))
