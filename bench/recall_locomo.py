@@ -120,16 +120,19 @@ def _split_sources(index, model: str) -> None:
 
 
 @contextlib.contextmanager
-def _fusion(weights: tuple[float, float, float]):
-    """Recall's dense, lexical and source weights set to `weights` for the block (the shipped ones afterwards)."""
+def _fusion(weights: tuple[float, float, float], embedder):
+    """Recall's dense, lexical and source weights set to `weights` for the block (the shipped ones afterwards); the
+    dense one also over the embedder's own (`dense_weight`)."""
     from curator.recall import engine, scoring
 
     shipped = scoring.DENSE_WEIGHT, scoring.LEXICAL_WEIGHT, engine.SOURCE_WEIGHT
     scoring.DENSE_WEIGHT, scoring.LEXICAL_WEIGHT, engine.SOURCE_WEIGHT = weights
+    embedder.dense_weight = weights[0]  # an instance attribute over the class's
     try:
         yield
     finally:
         scoring.DENSE_WEIGHT, scoring.LEXICAL_WEIGHT, engine.SOURCE_WEIGHT = shipped
+        del embedder.dense_weight
 
 
 def _recall_all(memory, name: str, items: list[dict], qs: list[dict], covers: dict, latency: dict,
@@ -144,7 +147,7 @@ def _recall_all(memory, name: str, items: list[dict], qs: list[dict], covers: di
             if method.startswith("hybrid["):  # the same recall under other fusion weights (--fusion)
                 weights = tuple(float(w) for w in method[7:-1].split(","))
                 started = now()
-                with _fusion(weights):
+                with _fusion(weights, embedder):
                     injection = memory.recall(name, question, max_results=20, top_k=50, budget_tokens=100_000)
                 latency[method].append(now() - started)
                 rows[method].append(score([covers[c.node.id] for c in injection.recalled], q["evidence"]))
@@ -186,7 +189,7 @@ def main() -> None:
         parser.add_argument("--model", default=None, help="local embedding model (default: the configured one)")
         parser.add_argument("--source-query-vector", action=argparse.BooleanOptionalAction, default=None,
                             help="embed the query a second time without the speakers' names for the sources "
-                                 "(default: as recall.engine.SOURCE_QUERY_VECTOR)")
+                                 "(default: as the embedder says, recall.engine.SOURCE_QUERY_VECTOR = None)")
 
     args = parse_args(__doc__.splitlines()[0], extra)
     if not args.data.exists():

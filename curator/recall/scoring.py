@@ -44,10 +44,11 @@ class Pool:
     folded: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
-def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None) -> dict[str, float]:
+def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None,
+         dense_weight: float | None = None) -> dict[str, float]:
     """Weighted sum of z-scores over the candidates (the union of both lists, those in `allowed` and, given, in
     `also`): a node the vector search did not return counts as its lowest similarity, one that shares no word as
-    BM25 0."""
+    BM25 0. `dense_weight`: the embedder's own (`DENSE_WEIGHT` when None)."""
     candidates = [k for k in dense.keys() | lexical.keys() if k in allowed]
     if also is not None:
         candidates = [k for k in candidates if k in also]
@@ -56,7 +57,7 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None)
     kept = set(candidates)
     floor = min((v for k, v in dense.items() if k in kept), default=0.0)
     total = np.zeros(len(candidates))
-    for weight, scores, missing in ((DENSE_WEIGHT, dense, floor), (LEXICAL_WEIGHT, lexical, 0.0)):
+    for weight, scores, missing in ((dense_weight or DENSE_WEIGHT, dense, floor), (LEXICAL_WEIGHT, lexical, 0.0)):
         # one array per channel: a query has a few hundred candidates, scored twice (nodes, sources)
         values = np.fromiter(map(scores.get, candidates, repeat(missing)), dtype=np.float64, count=len(candidates))
         std = values.std()

