@@ -18,7 +18,9 @@ class ConsolidationSettings(_Strict):
     """Mem0-style dedupe/merge of each extraction's new nodes against their vector neighbours."""
 
     enabled: bool = True
-    threshold: float = Field(default=0.85, ge=0, le=1)  # vector top-1 similarity that triggers the gate
+    # vector top-1 similarity that triggers the gate; None: the embedder's own (`duplicate_similarity`: 0.85 for e5,
+    # whose unrelated texts already sit near 0.8; 0.6 for the static vectors, whose paraphrases reach 0.74-0.92)
+    threshold: float | None = Field(default=None, ge=0, le=1)
     min_new_nodes: int = Field(default=2, ge=1)  # a step with this many new nodes runs without a trigger
     neighbours: int = Field(default=5, ge=1, le=50)  # neighbours shown to the model per new node
     evolution_strength: float = Field(default=0.7, ge=0, le=1)  # strength of the `related` edges evolution adds

@@ -115,4 +115,25 @@ def test_a_query_asked_again_beside_new_ones_is_kept_while_the_cache_turns_over(
     index.query_vectors([f"question {i}" for i in range(QUERIES_KEPT - 1)])
     asked = index.query_vectors(["the reply before", "a new question", "another new one"])
     assert set(asked) == {"the reply before", "a new question", "another new one"}
-    assert len(index._query_cache) == QUERIES_KEPT and "the reply before" in index._query_cache
+    assert len(index._query_cache) == QUERIES_KEPT and ("query", "the reply before") in index._query_cache
+
+
+def test_a_recall_asks_e5_for_the_message_answered_only(memory, monkeypatch):
+    # the default embeds documents with static vectors and asks its queries of e5; the turns before the message
+    # answered (the long ones, weighing 0.2 and 0.1) get the static vectors, so a recall pays e5 for one message
+    memory.import_("road", example_file("lantern_road.graph.json"))
+    memory.load_chat_file("road", example_file("lantern_road.jsonl"))
+    embedder = memory.index.function.embedder
+    asked = {"e5": [], "static": []}
+    for kind, name in (("e5", "embed_queries"), ("static", "embed_context_queries")):
+        original = getattr(embedder, name)
+        monkeypatch.setattr(embedder, name, lambda texts, original=original, kind=kind: (
+            asked[kind].extend(texts), original(texts))[1])
+    turns = [Message("user", "Rowan", "We crossed the bridge at dusk and paid Brannoch three silver crowns."),
+             Message("assistant", "Eileen", "Eileen counts what is left in the purse and frowns at the grey gloves "
+                     "someone dropped on the road. \"They were here before us,\" she says."),
+             Message("user", "Rowan", "Who is the Grey Hand?")]
+    injection = memory.recall("road", messages=turns)
+    assert injection.recalled
+    assert asked["e5"] == ["Who is the Grey Hand?"]  # (it names no speaker: no second text without the names)
+    assert {turns[0].text, turns[1].text} <= set(asked["static"])

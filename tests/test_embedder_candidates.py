@@ -96,7 +96,10 @@ def test_the_shipped_vectors_find_the_answer_in_english_and_chinese(model):
 
 
 def test_the_default_asks_its_queries_of_e5_in_the_static_space():
-    default = make_embedder(EmbeddingProfile(model="static-e5/e5-query"))
+    from curator.vectors.embeddings import DEFAULT_LOCAL_MODEL
+
+    assert DEFAULT_LOCAL_MODEL == "static-e5/e5-query"
+    default = make_embedder(EmbeddingProfile())
     static = make_embedder(EmbeddingProfile(model="static-e5"))
     question, answer = ASKED[1]
     assert np.allclose(default.embed_documents([answer]), static.embed_documents([answer]))  # documents: static

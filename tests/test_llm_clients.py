@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from curator.extract.chatfile import read_chat
-from curator.llm import clients
+from curator.llm import clients, tls
 from curator.llm.clients import ModelCache
 from curator.paths import example_file
 from curator.settings import ModelProfile, Settings
@@ -27,7 +27,7 @@ def counted(monkeypatch):
     """A fresh model cache and SSL context store, and a count of the SSL contexts that load the CA bundle."""
     cache = ModelCache()
     monkeypatch.setattr(clients, "shared_models", cache)
-    monkeypatch.setattr(clients, "_ssl_contexts", {})
+    monkeypatch.setattr(tls, "_ssl_contexts", {})
     made = []
     real = httpcore2.default_ssl_context
 

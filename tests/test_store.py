@@ -253,7 +253,7 @@ def test_reading_a_node_never_scans_the_chat(memory):
 
     graph.conn = Recording()
     assert graph.get("root").children
-    assert len(statements) == 3  # the node, its children's ids, their floors
+    assert len(statements) == 2  # the node; its children (by the parent index) with their floors by key
     for sql, params in statements:
         plan = " ".join(row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params))
         assert "PRIMARY KEY (chat_id=? AND id=?)" in plan or "nodes_by_parent" in plan, plan

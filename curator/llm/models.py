@@ -22,7 +22,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from curator.llm.clients import shared_ssl_context
+from curator.llm.tls import shared_ssl_context
 from curator.settings import ModelProfile
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -103,7 +103,7 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
 
     def __init__(self, max_attempts: int = 4, max_total_seconds: float = 180.0, max_wait: float = 60.0,
                  wrapped: httpx2.AsyncBaseTransport | None = None, sleep: Sleep = asyncio.sleep):
-        if wrapped is None:  # one SSL context per process: making one costs ~17 ms CPU (see curator/llm/clients.py)
+        if wrapped is None:  # one SSL context per process: making one costs ~17 ms CPU (see curator/llm/tls.py)
             wrapped = httpx2.AsyncHTTPTransport(verify=shared_ssl_context())
         self.wrapped = wrapped
         self.max_attempts, self.max_total_seconds, self.max_wait = max_attempts, max_total_seconds, max_wait

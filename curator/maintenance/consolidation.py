@@ -121,8 +121,13 @@ def gather_candidates(job: Job, nodes: list[Node]) -> list[Candidate]:
     return found
 
 
+DUPLICATE_SIMILARITY = 0.85  # an embedder that says nothing of its own (OpenAI-compatible endpoints, Cohere)
+
+
 def gate(job: Job, candidates: list[Candidate]) -> tuple[bool, str]:
     threshold = job.cfg.consolidation.threshold
+    if threshold is None:  # the similarity a near-duplicate reaches depends on the embedder's space
+        threshold = getattr(job.index().function.embedder, "duplicate_similarity", DUPLICATE_SIMILARITY)
     triggered = [c for c in candidates if c.neighbours and (c.by == "name" or c.score >= threshold)]
     if len(candidates) >= job.cfg.consolidation.min_new_nodes:
         return True, f"{len(candidates)} new nodes (>= {job.cfg.consolidation.min_new_nodes})"

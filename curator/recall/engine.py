@@ -213,7 +213,7 @@ class Recaller:
             # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
             source_query = strip_names(text, speakers) or text
             dense, source_dense = self._dense_scores(chat_id, text, max(opts.top_k, DENSE_POOL),
-                                                     source_query if second_vector else text)
+                                                     source_query if second_vector else text, text in context)
             with state.lock:  # the state's maps are read here; another recall thread may be updating them
                 lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, text, source_query,
                                                                         pool)
@@ -227,8 +227,13 @@ class Recaller:
 
         # the recent turns: each part scored on its own, then fused by weight (curator/recall/query.py); their
         # query vectors are embedded in one model call first
+        # (the turns before it only add context: an embedder may embed them more cheaply, `vectors/search.py`)
+        context: set[str] = set()
         if self.index is not None and rq is not None and not rq.single:
-            self.index.query_vectors([p.text for p in rq.parts])
+            asked = {p.text for p in rq.parts if p.group == "user"}
+            context = {p.text for p in rq.parts} - asked
+            self.index.query_vectors(list(asked))
+            self.index.query_vectors(list(context), context=True)
         fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
         if self._source_leaves(chat_id, state, fused, pool):  # their sources were deferred
             first.clear()
@@ -304,13 +309,15 @@ class Recaller:
         second = getattr(embedder, "second_query_vector", False) if SOURCE_QUERY_VECTOR is None else SOURCE_QUERY_VECTOR
         return second, getattr(embedder, "dense_weight", None) or scoring.DENSE_WEIGHT
 
-    def _dense_scores(self, chat_id: str, query: str, k: int, source_query: str | None = None):
-        """Vector matches of node documents (and, given a `source_query`, of events' sources)."""
+    def _dense_scores(self, chat_id: str, query: str, k: int, source_query: str | None = None,
+                      context: bool = False):
+        """Vector matches of node documents (and, given a `source_query`, of events' sources); `context`: the
+        query is a turn before the message answered."""
         if self.index is None:
             return {} if source_query is None else ({}, {})
         if source_query is None:
             return dict(self.index.query(chat_id, query, k))
-        items, sources = self.index.query_both(chat_id, query, source_query, k)
+        items, sources = self.index.query_both(chat_id, query, source_query, k, context)
         return dict(items), dict(sources)
 
     def _ensure_synced(self, chat_id: str, version: int) -> None:

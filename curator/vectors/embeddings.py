@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from curator.errors import CuratorError
 
-DEFAULT_LOCAL_MODEL = "e5-small-q4"
+DEFAULT_LOCAL_MODEL = "static-e5/e5-query"
 USE_THREADS = 1
 
 
@@ -60,6 +60,7 @@ class _Local:
     # the sources (the query without the speakers' names) and the dense weight of the fusion (None: the shipped one).
     second_query_vector: ClassVar[bool] = False
     dense_weight: ClassVar[float | None] = None
+    duplicate_similarity: ClassVar[float] = 0.85  # the consolidation gate's threshold (maintenance_settings.py)
     _models: ClassVar[dict[str, object]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
     _cache: ClassVar[OrderedDict[tuple[str, str], np.ndarray]] = OrderedDict()
@@ -171,6 +172,7 @@ class StaticE5Embedder(_Local):
 
     second_query_vector = True  # a static query vector costs ~0.1 ms: the second one is worth its price
     dense_weight = 0.5  # chosen on LoCoMo's tune conversations (bench/README.md)
+    duplicate_similarity = 0.6  # paraphrases of one memory: 0.74-0.92; unrelated lines: 0.13-0.26
 
     def _load(self):
         from curator.vectors.static_e5 import StaticE5, shipped_vectors
@@ -201,6 +203,11 @@ class StaticE5WithE5Queries(StaticE5Embedder):
             if "e5-small-q4" not in self._models:
                 self._models["e5-small-q4"] = E5Small(self.profile)._load()
         return _normalized(self._model().from_e5(self._models["e5-small-q4"].query(list(texts))))
+
+    def embed_context_queries(self, texts: list[str]) -> np.ndarray:
+        """The turns before the message answered (they weigh 0.2 and 0.1 in a recall, and are the long ones): the
+        static vectors, so that a recall pays e5 for the message answered only."""
+        return _normalized(self._model().encode(list(texts)))
 
 
 class MiniLM(_Local):

@@ -21,22 +21,27 @@ class VectorSearch:
         """The k events of this chat whose source messages are most similar to `text`."""
         return self._query(chat_id, SOURCES, text, k, {})
 
-    def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20
+    def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20, context: bool = False
                    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-        """`query` and `query_sources` at once; a text used by both is embedded once."""
-        vectors = self.query_vectors([text, source_text])
+        """`query` and `query_sources` at once; a text used by both is embedded once. `context`: the text is a turn
+        before the message answered (see `query_vectors`)."""
+        vectors = self.query_vectors([text, source_text], context)
         return self._query(chat_id, NODES, text, k, vectors), self._query(chat_id, SOURCES, source_text, k, vectors)
 
-    def query_vectors(self, texts: list[str]) -> dict[str, object]:
+    def query_vectors(self, texts: list[str], context: bool = False) -> dict[str, object]:
         """The query vectors of `texts`, embedded in one model call; the last few are kept (a recall that must
-        score again, a swipe that asks the same)."""
+        score again, a swipe that asks the same). `context`: the texts are turns before the message answered,
+        which weigh less in a recall: an embedder with a cheaper way for them (`embed_context_queries`) uses it."""
         texts = [t for t in dict.fromkeys(texts) if t.strip()]
-        missing = [t for t in texts if t not in self._query_cache]
-        fresh = dict(zip(missing, self.function.embedder.embed_queries(missing))) if missing else {}
-        found = {t: fresh[t] if t in fresh else self._query_cache[t] for t in texts}
+        embed = getattr(self.function.embedder, "embed_context_queries", None) if context else None
+        kind = "context" if embed is not None else "query"
+        missing = [t for t in texts if (kind, t) not in self._query_cache]
+        embed = embed or self.function.embedder.embed_queries
+        fresh = dict(zip(missing, embed(missing))) if missing else {}
+        found = {t: fresh[t] if t in fresh else self._query_cache[(kind, t)] for t in texts}
         for text, vector in found.items():  # asked again counts as new: the oldest unasked go first
-            self._query_cache[text] = vector
-            self._query_cache.move_to_end(text)
+            self._query_cache[(kind, text)] = vector
+            self._query_cache.move_to_end((kind, text))
         while len(self._query_cache) > QUERIES_KEPT:
             self._query_cache.popitem(last=False)
         return found
