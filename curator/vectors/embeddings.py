@@ -56,8 +56,9 @@ class _Local:
     """Base of the local embedders: the model loads once per process, on first use, under a lock, and document
     vectors are remembered (a rebuild or a second chat with the same text costs nothing)."""
 
-    # What recall should do with this embedder's vectors (bench/README.md, "Third round"): a second query vector for
-    # the sources (the query without the speakers' names) and the dense weight of the fusion (None: the shipped one).
+    # What recall should do with this embedder's vectors (bench/README.md, "Third round (d)"): a second query
+    # vector for the sources (the query without the speakers' names) and the dense weight of the fusion (None: the
+    # shipped one).
     second_query_vector: ClassVar[bool] = False
     dense_weight: ClassVar[float | None] = None
     duplicate_similarity: ClassVar[float] = 0.85  # the consolidation gate's threshold (maintenance_settings.py)
