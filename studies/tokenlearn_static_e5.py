@@ -6,16 +6,20 @@ then the mean of its pieces' rows. Here those rows are the starting point, and t
 are trained so that the mean of a text's rows points where e5 puts the whole text (cosine loss, an L2 pull towards
 the distilled row so that rare pieces keep their meaning), then reduced by PCA and quantised as before.
 
-The corpus has no LoCoMo text (bench/recall_locomo.py stays a held-out measure): English and Chinese text from
-Debian's `wordnet-base` (glosses and example sentences) and `fortunes`/`fortunes-zh` (quotes, dialogue, poems),
-and the project's example role-play chat.
+The corpus: English and Chinese text from Debian's `wordnet-base` (glosses and example sentences) and
+`fortunes`/`fortunes-zh` (quotes, dialogue, poems), the project's example role-play chat, and (`--locomo-tune`) the
+texts, no labels, of LoCoMo's three tune conversations; the held-out two (conv-47, conv-49) are in no corpus, so
+bench/recall_locomo.py's held-out figure stays a held-out one.
 
-Steps (each resumable; DIR holds everything):
-  python studies/tokenlearn_static_e5.py corpus --out DIR
-  python studies/tokenlearn_static_e5.py featurize --out DIR [--start N --stop M]   (e5 over the corpus, ~15 CPU-min)
-  python studies/tokenlearn_static_e5.py train --out DIR --raw /tmp/emb_distill    (distill_static_e5.py embed's rows)
-  python studies/tokenlearn_static_e5.py build --out DIR --dims 256 [--sif 1e-4] [--target PATH]
-  python studies/tokenlearn_static_e5.py probe --table PATH.npz                      (dense-only LoCoMo R@10, fast)
+Needs scipy (`pip install scipy`; the study's only dependency beyond the project's). The shipped table, step by step
+(each step resumable; RAW is `distill_static_e5.py embed --out RAW`):
+  python studies/tokenlearn_static_e5.py corpus --out A                 (33,721 texts)
+  python studies/tokenlearn_static_e5.py corpus --out B --locomo-tune   (3,789 texts)
+  python studies/tokenlearn_static_e5.py featurize --out A [--start N --stop M]   (e5 over a corpus: ~15 CPU-min)
+  python studies/tokenlearn_static_e5.py featurize --out B
+  python studies/tokenlearn_static_e5.py train --out A --also B --raw RAW --epochs 6 --lam 3e-2 --name loc
+  python studies/tokenlearn_static_e5.py build --table A/loc.npy --dims 256 --sif 1e-4   (-> curator/vectors/data/)
+  python studies/tokenlearn_static_e5.py probe --table PATH.npz                   (dense-only LoCoMo R@10, fast)
 """
 
 from __future__ import annotations
