@@ -60,23 +60,10 @@ def embed(out: Path, batch: int, first_piece: int = 0, stop: int | None = None) 
 
 
 def build(raw: Path, dims: int, sif: float, target: Path) -> None:
-    pieces, scores, _charsmap = _tokenizer()
-    rows = np.load(raw / "raw.npy").astype(np.float64)
-    special = np.array([p in ("<unk>", "<s>", "</s>") for p in pieces])
-    centred = rows - rows[~special].mean(axis=0)
-    # PCA on the non-special rows (eigenvectors of the 384 x 384 covariance; a full SVD of 128k rows is slow)
-    values, vectors = np.linalg.eigh(centred[~special].T @ centred[~special])
-    reduced = centred @ vectors[:, np.argsort(values)[::-1][:dims]]
-    # SIF weight from the unigram log-probability the vocabulary stores: common pieces say less
-    prob = np.exp(np.asarray(scores, dtype=np.float64))
-    weights = sif / (sif + prob)
-    reduced *= weights[:, None]
-    reduced[special] = 0.0
-    scale = np.maximum(np.abs(reduced).max(axis=1), 1e-12) / 127.0
-    quant = np.round(reduced / scale[:, None]).astype(np.int8)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(target, vectors=quant, scales=scale.astype(np.float32))
-    print(f"wrote {target}: {len(pieces)} x {dims} int8, {target.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
+    """PCA, SIF weights and int8 of the distilled rows: the same build as the trained ones get."""
+    from tokenlearn_static_e5 import build as build_table  # beside this script
+
+    build_table(raw / "raw.npy", dims, sif, target)
 
 
 def main() -> None:
