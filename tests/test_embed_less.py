@@ -137,3 +137,26 @@ def test_a_recall_asks_e5_for_the_message_answered_only(memory, monkeypatch):
     assert injection.recalled
     assert asked["e5"] == ["Who is the Grey Hand?"]  # (it names no speaker: no second text without the names)
     assert {turns[0].text, turns[1].text} <= set(asked["static"])
+
+
+def test_a_message_naming_a_speaker_costs_one_e5_pass_and_its_node_vector_keeps_the_name(memory, monkeypatch):
+    # sources are searched with the message without the speakers' names; the default asks e5 for that text only
+    # and gives the nodes' search the names back through the static vectors (one model pass for both vectors)
+    import numpy as np
+
+    memory.import_("road", example_file("lantern_road.graph.json"))
+    memory.load_chat_file("road", example_file("lantern_road.jsonl"))
+    embedder = memory.index.function.embedder
+    asked: list[str] = []
+    original = embedder.embed_queries
+    monkeypatch.setattr(embedder, "embed_queries", lambda texts: (asked.extend(texts), original(texts))[1])
+    question = "Did Eileen pay Brannoch at the bridge?"
+    assert memory.recall("road", question).recalled
+    assert len(asked) == 1 and "Eileen" not in asked[0] and "Brannoch" in asked[0]
+    stripped = asked[0]
+    vectors = memory.index.pair_vectors([(question, stripped)])
+    assert len(asked) == 1  # kept: asking again embeds nothing
+    whole = original([question])[0]  # what e5 itself makes of the message with the name
+    named, bare = vectors[question], vectors[stripped]
+    assert not np.allclose(named, bare)
+    assert float(named @ whole) > float(bare @ whole)

@@ -51,12 +51,17 @@ from curator.store.store import Store, utc_now
 from curator.vectors.index import VectorIndex
 
 DENSE_POOL = 200  # vector candidates scored per query
+# events' sources scored per query: 50 measured better than 200 (LoCoMo dev hybrid R@10 0.707 against 0.704; 20:
+# 0.697) and costs Chroma half as much at 10k (1.4 ms against 2.9; bench/README.md, "Fourth round")
+SOURCE_POOL = 50
 LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
 # Sources could be searched with a second query vector, of the query without the speakers' names (BM25 over sources
 # always uses the query without names). Measured again with sources as the mean of their messages' vectors (LoCoMo
 # dev, bench/recall_locomo.py, same built chats): hybrid R@10 0.715 with it, 0.703 without (held out 0.711 / 0.694),
 # for a second model call that made recall's p50 78 ms instead of 42 with e5. None: as the embedder says
-# (`second_query_vector`: the static profiles and the default, whose documents are static, use it); True/False: always.
+# (`second_query_vector`: the static profiles and the default, whose documents are static, use it; the default
+# embeds only the query without names and adds the names' static share for the nodes' vector, one e5 pass in all:
+# `VectorSearch.pair_vectors`); True/False: always.
 SOURCE_QUERY_VECTOR: bool | None = None
 
 
@@ -209,9 +214,12 @@ class Recaller:
         first: list[tuple] = []  # the maps of the message answered, for reasons and diversity
         second_vector, dense_weight = self._embedder_settings()
 
-        def score(text: str) -> dict[str, float]:
+        def source_text(text: str) -> str:
             # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
-            source_query = strip_names(text, speakers) or text
+            return strip_names(text, speakers) or text
+
+        def score(text: str) -> dict[str, float]:
+            source_query = source_text(text)
             dense, source_dense = self._dense_scores(chat_id, text, max(opts.top_k, DENSE_POOL),
                                                      source_query if second_vector else text, text in context)
             with state.lock:  # the state's maps are read here; another recall thread may be updating them
@@ -232,7 +240,7 @@ class Recaller:
         if self.index is not None and rq is not None and not rq.single:
             asked = {p.text for p in rq.parts if p.group == "user"}
             context = {p.text for p in rq.parts} - asked
-            self.index.query_vectors(list(asked))
+            self.index.pair_vectors([(t, source_text(t) if second_vector else t) for t in asked])
             self.index.query_vectors(list(context), context=True)
         fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
         if self._source_leaves(chat_id, state, fused, pool):  # their sources were deferred
@@ -317,7 +325,7 @@ class Recaller:
             return {} if source_query is None else ({}, {})
         if source_query is None:
             return dict(self.index.query(chat_id, query, k))
-        items, sources = self.index.query_both(chat_id, query, source_query, k, context)
+        items, sources = self.index.query_both(chat_id, query, source_query, k, context, min(k, SOURCE_POOL))
         return dict(items), dict(sources)
 
     def _ensure_synced(self, chat_id: str, version: int) -> None:

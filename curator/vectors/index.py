@@ -73,7 +73,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         # per chat: the versions the index was last brought to (epoch, graph, messages) and the hashes it holds,
         # so the next sync asks the store's change log what changed instead of reading the whole chat
         self._known: dict[str, tuple[tuple[int, int, int], dict[str, Hashes], set[str]]] = {}
-        self._query_cache: OrderedDict[tuple[str, str], object] = OrderedDict()  # (kind, text)
+        self._query_cache: OrderedDict[tuple, object] = OrderedDict()  # (kind, text) or ("named", text, source text)
         self.embedded_total = 0  # node documents and messages this index embedded (progress bars show it)
         self.messages = MessageVectors(profile.key, lambda chat_id: self._collection(chat_id, MESSAGES),
                                        lambda texts: self.function.embedder.embed_documents(texts))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from chromadb.errors import NotFoundError
 
 QUERIES_KEPT = 32
@@ -21,12 +22,32 @@ class VectorSearch:
         """The k events of this chat whose source messages are most similar to `text`."""
         return self._query(chat_id, SOURCES, text, k, {})
 
-    def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20, context: bool = False
-                   ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-        """`query` and `query_sources` at once; a text used by both is embedded once. `context`: the text is a turn
-        before the message answered (see `query_vectors`)."""
-        vectors = self.query_vectors([text, source_text], context)
-        return self._query(chat_id, NODES, text, k, vectors), self._query(chat_id, SOURCES, source_text, k, vectors)
+    def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20, context: bool = False,
+                   source_k: int | None = None) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """`query` and `query_sources` at once (k nodes, `source_k` sources, k when None), their vectors from
+        `pair_vectors`. `context`: the text is a turn before the message answered (see `query_vectors`)."""
+        vectors = self.pair_vectors([(text, source_text)], context)
+        return (self._query(chat_id, NODES, text, k, vectors),
+                self._query(chat_id, SOURCES, source_text, k if source_k is None else source_k, vectors))
+
+    def pair_vectors(self, pairs: list[tuple[str, str]], context: bool = False) -> dict[str, object]:
+        """The query vectors of (text, source text) pairs, the source text being the text without the speakers' names.
+        An embedder that can add the names' share to the source text's vector (`named_query_vectors`) is asked for
+        the source texts only, so each pair costs one model pass; others embed both texts in one call."""
+        derive = None if context else getattr(self.function.embedder, "named_query_vectors", None)
+        if derive is None:
+            return self.query_vectors([t for pair in pairs for t in pair], context)
+        vectors = self.query_vectors([source for _, source in pairs])
+        named = [(t, s) for t, s in dict.fromkeys(pairs) if t != s and t.strip() and s in vectors]
+        missing = [(t, s) for t, s in named if ("named", t, s) not in self._query_cache]
+        if missing:
+            fresh = derive(np.stack([vectors[s] for _, s in missing]), [t for t, _ in missing], [s for _, s in missing])
+            for pair, vector in zip(missing, fresh):
+                self._query_cache[("named", *pair)] = vector
+        for text, source in named:
+            vectors[text] = self._remember(("named", text, source), self._query_cache[("named", text, source)])
+        self._trim_queries()
+        return vectors
 
     def query_vectors(self, texts: list[str], context: bool = False) -> dict[str, object]:
         """The query vectors of `texts`, embedded in one model call; the last few are kept (a recall that must
@@ -39,12 +60,20 @@ class VectorSearch:
         embed = embed or self.function.embedder.embed_queries
         fresh = dict(zip(missing, embed(missing))) if missing else {}
         found = {t: fresh[t] if t in fresh else self._query_cache[(kind, t)] for t in texts}
-        for text, vector in found.items():  # asked again counts as new: the oldest unasked go first
-            self._query_cache[(kind, text)] = vector
-            self._query_cache.move_to_end((kind, text))
+        for text, vector in found.items():
+            self._remember((kind, text), vector)
+        self._trim_queries()
+        return found
+
+    def _remember(self, key: tuple, vector):
+        """Keep a query vector; asked again counts as new, so the oldest unasked go first."""
+        self._query_cache[key] = vector
+        self._query_cache.move_to_end(key)
+        return vector
+
+    def _trim_queries(self) -> None:
         while len(self._query_cache) > QUERIES_KEPT:
             self._query_cache.popitem(last=False)
-        return found
 
     def _query(self, chat_id: str, kind: str, text: str, k: int, vectors: dict) -> list[tuple[str, float]]:
         if not text.strip():
