@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from test_ingest import CHAT, scripted
 
+import numpy as np
+
 from curator.paths import example_file
 from curator.store.messages import Message
 
@@ -98,8 +100,9 @@ def test_a_message_vector_rewritten_by_another_process_is_not_taken_for_ours(mem
     lines = index.message_lines("road")
     # another process stored another text's vector under floor 1 (its message was edited there)
     dims = len(index.function.embedder.embed_documents(["any"])[0])
-    index._collection("road", "mm_").upsert(ids=["1"], embeddings=[[0.0] * (dims - 1) + [1.0]], documents=["other"],
-                                            metadatas=[{"floor": 1, "hash": "not ours"}])
+    with memory.store.transaction() as conn:
+        conn.execute("UPDATE message_vectors SET hash='not ours', vector=? WHERE chat_id='road' AND floor=1",
+                     (np.eye(dims, dtype=np.float16)[-1].tobytes(),))
     index.messages._vectors.clear()  # this process's cache no longer holds it
     vectors, fresh = index.messages.vectors("road", lines, [0, 1])
     assert fresh == 1 and float(vectors[1][-1]) != 1.0  # embedded again from our text, not the stranger's vector
@@ -160,3 +163,42 @@ def test_a_message_naming_a_speaker_costs_one_e5_pass_and_its_node_vector_keeps_
     named, bare = vectors[question], vectors[stripped]
     assert not np.allclose(named, bare)
     assert float(named @ whole) > float(bare @ whole)
+
+
+def test_message_vectors_live_in_the_store_and_a_reply_costs_two_chroma_writes(memory, monkeypatch):
+    # a reply's sync writes its event to the node and source collections; its message's vector goes to the store
+    # (a Chroma write costs ~5 ms however small), and is read back after a restart instead of embedded again
+    import chromadb.api.models.Collection as collection_module
+
+    memory.create_chat("road", "default")
+    assert memory.index is not None  # open: every commit is followed by its sync
+    memory.set_messages("road", [Message("user", "Rowan", "Where is the ledger?"),
+                                 Message("assistant", "Eileen", "Under the plank.")])
+    memory.commit("road", [{"op": "create_node", "id": "e1", "type": "event", "title": "Ledger",
+                            "fields": {"summary": "The ledger is hidden."}, "floor_from": 1, "floor_to": 1}], 1, "test")
+    writes = []
+    for name in ("upsert", "update", "delete", "add"):
+        original = getattr(collection_module.Collection, name)
+        monkeypatch.setattr(collection_module.Collection, name, lambda self, *a, _o=original, _n=name, **k: (
+            writes.append((_n, self.name[:3])), _o(self, *a, **k))[1])
+    memory.store.set_messages_from("road", 2, [Message("user", "Rowan", "And the key?"),
+                                               Message("assistant", "Eileen", "In my boot.")])
+    memory.commit("road", [{"op": "create_node", "id": "e2", "type": "event", "title": "Key",
+                            "fields": {"summary": "Eileen keeps the key in her boot."}, "floor_from": 3,
+                            "floor_to": 3}], 3, "test")
+    assert sorted(writes) == [("upsert", "mc_"), ("upsert", "ms_")]
+    stored = dict(memory.store.conn.execute("SELECT floor, hash FROM message_vectors WHERE chat_id='road'").fetchall())
+    assert set(stored) >= {0, 1, 2, 3}
+    embedder = memory.index.function.embedder
+    source = memory.index._collection("road", "ms_").get(ids=["e2"], include=["embeddings"])["embeddings"][0]
+    expected = embedder.embed_documents(["Rowan: And the key?", "Eileen: In my boot."]).mean(axis=0)
+    assert float(np.dot(source, expected / np.linalg.norm(expected))) > 0.999  # the mean of its two messages
+    path = memory.store.data_dir
+    memory.close()
+    import curator
+
+    again = curator.open(path)
+    again.index.messages.embedded = 0
+    vectors, fresh = again.index.messages.vectors("road", again.index.message_lines("road"), [0, 1, 2, 3])
+    assert fresh == 0 and again.index.messages.embedded == 0 and len(vectors) == 4
+    again.close()

@@ -108,6 +108,14 @@ _V5 = [
     "CREATE INDEX jobs_by_state ON jobs (state, created_at)",
 ]
 
+# Version 6: message vectors move from a Chroma collection into the store (`curator/vectors/messages.py`): they are
+# only read back by floor, and a reply's sync saves one Chroma write. Derived state, like `vector_hashes`.
+_V6 = [
+    """CREATE TABLE message_vectors (
+        chat_id TEXT NOT NULL, floor INTEGER NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL,
+        PRIMARY KEY (chat_id, floor)) WITHOUT ROWID""",
+]
+
 Migration = Callable[[sqlite3.Connection], None] | list[str]
 
 # SQLite DDL -> PostgreSQL DDL: 64-bit integers (SQLite's INTEGER is), identity for AUTOINCREMENT, doubles, no
@@ -117,6 +125,7 @@ _PG_DDL = [
     (re.compile(r"\)\s*WITHOUT ROWID"), ")"),
     (re.compile(r"\bINTEGER\b"), "BIGINT"),
     (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),
+    (re.compile(r"\bBLOB\b"), "BYTEA"),
     (re.compile(r"\bTEXT\b"), 'TEXT COLLATE "C"'),
 ]
 
@@ -131,7 +140,7 @@ def ddl_for(dialect: str, statement: str) -> str:
     return statement
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5]
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6]
 
 
 def latest_version() -> int:

@@ -246,7 +246,8 @@ class Store:
             for table, column in (("chats", "id"), ("messages", "chat_id"), ("commits", "chat_id"),
                                   ("nodes", "chat_id"), ("node_names", "chat_id"), ("edges", "chat_id"),
                                   ("llm_calls", "chat_id"), ("extraction_log", "chat_id"),
-                                  ("vector_state", "chat_id"), ("vector_hashes", "chat_id")):
+                                  ("vector_state", "chat_id"), ("vector_hashes", "chat_id"),
+                                  ("message_vectors", "chat_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
             self.changes.forget(chat_id)
 

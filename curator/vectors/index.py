@@ -5,8 +5,8 @@ node says what must be re-embedded after a commit or a rollback, and what vanish
 A second collection per chat holds each event's *source*: the messages it was extracted from (its floors and the
 message before them, which usually holds the question the reply answers). Recall scores an event by its own text
 and by its source, since a short memory loses words that a query may use. A source's vector is the mean of its
-messages' vectors, and each message is embedded once, in a third collection (`vectors/messages.py`): the start of
-the message, near 64 tokens. An archived leaf's source waits until recall needs it (`embed_sources`)."""
+messages' vectors, and each message is embedded once, its vector kept in the store (`vectors/messages.py`): the
+start of the message, near 64 tokens. An archived leaf's source waits until recall needs it (`embed_sources`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import chromadb
 
 from curator.errors import CuratorError
 from curator.vectors.documents import SOURCE_SPAN, node_document, source_floors
-from curator.vectors.messages import MESSAGES, MessageVectors
+from curator.vectors.messages import LEGACY_MESSAGES, MessageVectors
 from curator.vectors.chroma_function import CuratorEmbeddingFunction
 from curator.vectors.embeddings import EmbeddingProfile
 from curator.vectors.search import NODES, SOURCES, VectorSearch
@@ -75,7 +75,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         self._known: dict[str, tuple[tuple[int, int, int], dict[str, Hashes], set[str]]] = {}
         self._query_cache: OrderedDict[tuple, object] = OrderedDict()  # (kind, text) or ("named", text, source text)
         self.embedded_total = 0  # node documents and messages this index embedded (progress bars show it)
-        self.messages = MessageVectors(profile.key, lambda chat_id: self._collection(chat_id, MESSAGES),
+        self.messages = MessageVectors(profile.key, store,
                                        lambda texts: self.function.embedder.embed_documents(texts))
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
@@ -310,17 +310,17 @@ class VectorIndex(VectorSearch, VectorWrites):
                          (chat_id, self.profile.key, utc_now()))
 
     def _forget_handles(self, chat_id: str) -> None:
-        for kind in (NODES, SOURCES, MESSAGES):
+        for kind in (NODES, SOURCES):
             self._collections.pop((chat_id, kind), None)
             self._counts.pop((chat_id, kind), None)
 
     def drop(self, chat_id: str) -> None:
         """Forget the chat's vectors (the collection and the hashes)."""
         self._known.pop(chat_id, None)
-        self.messages.forget(chat_id)
+        self.messages.drop(chat_id)
         self._forget_handles(chat_id)
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
-        for kind in (NODES, SOURCES, MESSAGES):
+        for kind in (NODES, SOURCES, LEGACY_MESSAGES):
             if self.collection_name(chat_id, kind) in names:
                 self.client.delete_collection(self.collection_name(chat_id, kind))
         with self.store.transaction() as conn:

@@ -2,11 +2,13 @@
 of the messages it came from (`documents.source_floors`), so a message shared by several events (the question
 before a reply, a reply that gave three memories) costs one embedding, not one per event.
 
-A message's vector lives in the chat's message collection under its floor, with the hash of what was embedded
-(the start of the "name: text" line, near 64 tokens: `documents.message_document`) as metadata: an edited or
-swiped message has a new hash and is embedded again; an unchanged one is read back, never re-embedded. Only the
-hashes of a chat are kept in memory (a 100k-message chat would hold 150 MB of vectors); vectors come from a small
-cache or from Chroma by id."""
+A message's vector lives in the store (`message_vectors`: chat, floor, the hash of what was embedded, the vector as
+float16), not in Chroma: nothing searches it, it is only read back by floor, and a Chroma write costs ~5 ms of CPU
+however small (a reply's sync made three of them; bench/README.md, "Fourth round"). The hash is of the start of the
+"name: text" line (near 64 tokens: `documents.message_document`) under the embedding profile: an edited or swiped
+message has a new hash and is embedded again; an unchanged one is read back, never re-embedded. Only the hashes of
+a chat are kept in memory (a 100k-message chat would hold 100 MB of vectors); vectors come from a small cache or
+from the store by floor. Chroma's message collections of older versions (`mm_`) are deleted with the chat's others."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ import numpy as np
 
 from curator.vectors.documents import message_document
 
-MESSAGES = "mm_"  # collection name prefix: one vector per message, id = its floor
+LEGACY_MESSAGES = "mm_"  # the Chroma collections that held message vectors before the store did
 VECTORS_KEPT = 4096  # message vectors cached in memory across chats (the newest floors are the ones asked again)
+_READ_CHUNK = 500  # floors per read (SQLite's parameter limit is far above; a long IN list plans badly)
 
 
 def _hash(profile_key: str, document: str) -> str:
@@ -27,11 +30,11 @@ def _hash(profile_key: str, document: str) -> str:
 
 
 class MessageVectors:
-    """The message vectors of the chats of one index. `collection(chat_id)` opens a chat's message collection;
-    `embed(texts)` embeds documents (raising on failure: the caller reports it per node)."""
+    """The message vectors of the chats of one store. `embed(texts)` embeds documents (raising on failure: the
+    caller reports it per node)."""
 
-    def __init__(self, profile_key: str, collection: Callable[[str], object], embed: Callable[[list[str]], np.ndarray]):
-        self.profile_key, self._collection, self._embed = profile_key, collection, embed
+    def __init__(self, profile_key: str, store, embed: Callable[[list[str]], np.ndarray]):
+        self.profile_key, self.store, self._embed = profile_key, store, embed
         self._hashes: dict[str, dict[int, str]] = {}  # chat -> floor -> hash of the vector stored for it
         self._vectors: OrderedDict[tuple[str, int, str], np.ndarray] = OrderedDict()
         self.embedded = 0  # messages this process embedded (tests and benchmarks read it)
@@ -42,7 +45,7 @@ class MessageVectors:
     def ready(self, chat_id: str, lines: dict[int, str], floors) -> bool:
         """Whether every one of the floors' messages has its vector already (nothing would be embedded)."""
         wanted = {f: _hash(self.profile_key, d) for f, d in self.documents(lines, floors).items()}
-        known = self._known(chat_id, wanted)
+        known = self._known(chat_id)
         return all(known.get(f) == h for f, h in wanted.items())
 
     def vectors(self, chat_id: str, lines: dict[int, str], floors) -> tuple[dict[int, np.ndarray], int]:
@@ -50,47 +53,50 @@ class MessageVectors:
         batch; returns them and how many were embedded."""
         documents = self.documents(lines, floors)
         wanted = {f: _hash(self.profile_key, d) for f, d in documents.items()}
-        known = self._known(chat_id, wanted)
+        known = self._known(chat_id)
         stale = [f for f, h in wanted.items() if known.get(f) != h]
         written = self._write(chat_id, stale, documents, wanted)
         found = {f: written.get(f, self._vectors.get((chat_id, f, h))) for f, h in wanted.items()}
         missing = [f for f, v in found.items() if v is None]
-        if missing:
-            got = self._collection(chat_id).get(ids=[str(f) for f in missing], include=["embeddings", "metadatas"])
-            for floor_id, vector, meta in zip(got["ids"], got["embeddings"], got["metadatas"]):
-                floor = int(floor_id)
-                if (meta or {}).get("hash") == wanted[floor]:  # another process may have rewritten it since
-                    found[floor] = self._remember(chat_id, floor, wanted[floor], np.asarray(vector, np.float32))
-            rewritten = [f for f in missing if found[f] is None]
-            found.update(self._write(chat_id, rewritten, documents, wanted))
-            stale += rewritten
-        return found, len(stale)
+        for start in range(0, len(missing), _READ_CHUNK):
+            chunk = missing[start:start + _READ_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for floor, digest, blob in self.store.conn.execute(
+                    f"SELECT floor, hash, vector FROM message_vectors WHERE chat_id=? AND floor IN ({marks})",
+                    (chat_id, *chunk)):
+                if digest == wanted[floor]:  # another process may have rewritten it since
+                    vector = np.frombuffer(bytes(blob), dtype=np.float16).astype(np.float32)
+                    found[floor] = self._remember(chat_id, floor, digest, vector)
+        rewritten = [f for f in missing if found[f] is None]
+        found.update(self._write(chat_id, rewritten, documents, wanted))
+        return found, len(stale) + len(rewritten)
 
     def _write(self, chat_id: str, floors: list[int], documents: dict[int, str],
                wanted: dict[int, str]) -> dict[int, np.ndarray]:
         """Embed the floors' messages in one batch and store them under their floors with their hashes."""
         if not floors:
             return {}
-        fresh = self._embed([documents[f] for f in floors])
-        self._collection(chat_id).upsert(
-            ids=[str(f) for f in floors], embeddings=list(fresh), documents=[documents[f] for f in floors],
-            metadatas=[{"floor": f, "hash": wanted[f]} for f in floors])
+        fresh = np.asarray(self._embed([documents[f] for f in floors]), dtype=np.float32)
+        stored = fresh.astype(np.float16)
+        with self.store.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO message_vectors (chat_id, floor, hash, vector) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(chat_id, floor) DO UPDATE SET hash=excluded.hash, vector=excluded.vector",
+                [(chat_id, f, wanted[f], row.tobytes()) for f, row in zip(floors, stored)])
         known = self._hashes.setdefault(chat_id, {})
-        for floor, vector in zip(floors, fresh):
+        rows = {}
+        for floor, row in zip(floors, stored):  # the vector as read back later: the same on every path
             known[floor] = wanted[floor]
-            self._remember(chat_id, floor, wanted[floor], vector)
+            rows[floor] = self._remember(chat_id, floor, wanted[floor], row.astype(np.float32))
         self.embedded += len(floors)
-        return dict(zip(floors, fresh))
+        return rows
 
-    def _known(self, chat_id: str, wanted: dict[int, str]) -> dict[int, str]:
-        """The chat's floor -> hash map, completed from Chroma's metadata for floors not seen yet."""
-        known = self._hashes.setdefault(chat_id, {})
-        unseen = [f for f in wanted if f not in known]
-        for start in range(0, len(unseen), 5000):
-            chunk = unseen[start:start + 5000]
-            got = self._collection(chat_id).get(ids=[str(f) for f in chunk], include=["metadatas"])
-            for floor_id, meta in zip(got["ids"], got["metadatas"]):
-                known[int(floor_id)] = (meta or {}).get("hash", "")
+    def _known(self, chat_id: str) -> dict[int, str]:
+        """The chat's floor -> hash map, read from the store once per chat."""
+        known = self._hashes.get(chat_id)
+        if known is None:
+            known = self._hashes[chat_id] = dict(self.store.conn.execute(
+                "SELECT floor, hash FROM message_vectors WHERE chat_id=?", (chat_id,)).fetchall())
         return known
 
     def _remember(self, chat_id: str, floor: int, digest: str, vector: np.ndarray) -> np.ndarray:
@@ -103,6 +109,12 @@ class MessageVectors:
         self._hashes.pop(chat_id, None)
         for key in [k for k in self._vectors if k[0] == chat_id]:
             del self._vectors[key]
+
+    def drop(self, chat_id: str) -> None:
+        """Delete the chat's message vectors (a full rebuild embeds them again)."""
+        self.forget(chat_id)
+        with self.store.transaction() as conn:
+            conn.execute("DELETE FROM message_vectors WHERE chat_id=?", (chat_id,))
 
 
 def combine(vectors: list[np.ndarray]) -> np.ndarray:
