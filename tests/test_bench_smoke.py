@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(not BENCH.is_dir(), reason="no bench/ folder (in
 TOP_KEYS = {"benchmark", "quick", "env", "params", "results"}
 
 RESULT_KEYS = {
+    "chroma_calls": {"rows"},
     "commit_throughput": {
         "commits", "ops", "total_s", "commits_per_s", "ops_per_s", "latency", "first_10pct_p50_ms",
         "last_10pct_p50_ms", "parse_only_ms_per_commit", "graph", "db_mb",
@@ -103,6 +104,14 @@ def test_index_commit_overhead_quick():
     assert results["nodes_active"] == 2000  # every reply was rolled back again
     for part in ("link_cpu", "move_cpu", "reply_cpu", "rollback_cpu"):
         assert LATENCY_KEYS <= results[part].keys()
+
+
+def test_chroma_calls_quick():
+    (row,) = run_quick("chroma_calls")["results"]["rows"]
+    assert row["size"] == 1000
+    for call in ("upsert", "update", "delete", "query20", "query50", "query200"):
+        cpu, wall = row[call]
+        assert cpu > 0 and wall > 0
 
 
 def test_curator_tools_quick():
