@@ -30,7 +30,8 @@ def measure(client, size: int, rng: np.random.Generator) -> dict:
     for start in range(0, size, 5000):
         end = min(size, start + 5000)
         collection.add(ids=[f"n{i}" for i in range(start, end)], embeddings=vectors[start:end],
-                       documents=["a short memory"] * (end - start), metadatas=[{"type": "event", "level": 0}] * (end - start))
+                       documents=["a short memory"] * (end - start),
+                       metadatas=[{"type": "event", "level": 0}] * (end - start))
     collection.query(query_embeddings=[vectors[0]], n_results=5)  # load the index before timing
     row = {"size": size}
     row["upsert"] = _timed(lambda i: collection.upsert(ids=[f"x{i}"], embeddings=[vectors[size + i]],

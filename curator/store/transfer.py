@@ -5,9 +5,9 @@ row for row (commit and log ids kept), in one transaction of the target: a failu
 Afterwards each chat is checked on both sides: row counts per table, and digests of its commit log and of its graph
 projection (every column of its nodes, names and edges, in a fixed order), which must be equal.
 
-The vector bookkeeping (`vector_state`, `vector_hashes`, `message_vectors`) is not copied: it describes a vector index, which the
-target may not share (an embedded index lives under the data directory); the target's index re-embeds what it
-needs on first use (`curator vectors rebuild` does it ahead).
+The vector bookkeeping (`vector_state`, `vector_hashes`, `message_vectors`) is not copied: it describes a vector
+index, which the target may not share (an embedded index lives under the data directory); the target's index
+re-embeds what it needs on first use (`curator vectors rebuild` does it ahead).
 """
 
 from __future__ import annotations

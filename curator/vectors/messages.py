@@ -3,7 +3,7 @@ of the messages it came from (`documents.source_floors`), so a message shared by
 before a reply, a reply that gave three memories) costs one embedding, not one per event.
 
 A message's vector lives in the store (`message_vectors`: chat, floor, the hash of what was embedded, the vector as
-float16), not in Chroma: nothing searches it, it is only read back by floor, and a Chroma write costs ~5 ms of CPU
+float16), not in Chroma: nothing searches it, it is only read back by floor, and a Chroma write costs ~4-5 ms of CPU
 however small (a reply's sync made three of them; bench/README.md, "Fourth round"). The hash is of the start of the
 "name: text" line (near 64 tokens: `documents.message_document`) under the embedding profile: an edited or swiped
 message has a new hash and is embedded again; an unchanged one is read back, never re-embedded. Only the hashes of
@@ -22,7 +22,7 @@ from curator.vectors.documents import message_document
 
 LEGACY_MESSAGES = "mm_"  # the Chroma collections that held message vectors before the store did
 VECTORS_KEPT = 4096  # message vectors cached in memory across chats (the newest floors are the ones asked again)
-_READ_CHUNK = 500  # floors per read (SQLite's parameter limit is far above; a long IN list plans badly)
+_READ_CHUNK = 500  # floors per read: under the 999 parameters older SQLite builds allow
 
 
 def _hash(profile_key: str, document: str) -> str:
