@@ -59,6 +59,8 @@ class Memory:
         return self.store.data_dir
 
     def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
         self.store.close()
 
     def __enter__(self) -> Self:

@@ -73,6 +73,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         # per chat: the versions the index was last brought to (epoch, graph, messages) and the hashes it holds,
         # so the next sync asks the store's change log what changed instead of reading the whole chat
         self._known: dict[str, tuple[tuple[int, int, int], dict[str, Hashes], set[str]]] = {}
+        self._search_pool = None  # threads for the source searches, made on first use (`VectorSearch._searches`)
         self._query_cache: OrderedDict[tuple, object] = OrderedDict()  # (kind, text) or ("named", text, source text)
         self.embedded_total = 0  # node documents and messages this index embedded (progress bars show it)
         self.messages = MessageVectors(profile.key, store,
@@ -89,6 +90,12 @@ class VectorIndex(VectorSearch, VectorWrites):
                                    "embedded index.") from None
         else:
             self.client = chromadb.PersistentClient(path=str(Path(store.data_dir) / "chroma"), settings=settings)
+
+    def close(self) -> None:
+        """Let the search threads go (the Chroma client needs no closing)."""
+        if self._search_pool is not None:
+            self._search_pool.shutdown(wait=True)
+            self._search_pool = None
 
     @staticmethod
     def collection_name(chat_id: str, kind: str = NODES) -> str:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from chromadb.errors import NotFoundError
 
@@ -11,8 +13,8 @@ NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, event
 
 
 class VectorSearch:
-    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `_forget_handles`, `function` and
-    `_query_cache`."""
+    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `_forget_handles`, `function`,
+    `_query_cache`, `_locks_guard` and `_search_pool`."""
 
     def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
         """The k nodes of this chat most similar to `text`, as (node id, cosine similarity)."""
@@ -27,8 +29,17 @@ class VectorSearch:
         """`query` and `query_sources` at once (k nodes, `source_k` sources, k when None), their vectors from
         `pair_vectors`. `context`: the text is a turn before the message answered (see `query_vectors`)."""
         vectors = self.pair_vectors([(text, source_text)], context)
-        return (self._query(chat_id, NODES, text, k, vectors),
-                self._query(chat_id, SOURCES, source_text, k if source_k is None else source_k, vectors))
+        source_k = k if source_k is None else source_k
+        sources = self._searches().submit(self._query, chat_id, SOURCES, source_text, source_k, vectors)
+        return self._query(chat_id, NODES, text, k, vectors), sources.result()
+
+    def _searches(self):
+        """Two threads for the source searches: Chroma releases the GIL while it searches, so a recall's source query
+        runs beside its node query (about 1.3 ms of wall at 10k nodes; bench/README.md, "Fourth round")."""
+        with self._locks_guard:
+            if self._search_pool is None:
+                self._search_pool = ThreadPoolExecutor(2, thread_name_prefix="curator-search")
+            return self._search_pool
 
     def pair_vectors(self, pairs: list[tuple[str, str]], context: bool = False) -> dict[str, object]:
         """The query vectors of (text, source text) pairs, the source text being the text without the speakers' names.
