@@ -166,8 +166,9 @@ def test_a_message_naming_a_speaker_costs_one_e5_pass_and_its_node_vector_keeps_
 
 
 def test_message_vectors_live_in_the_store_and_a_reply_costs_two_chroma_writes(memory, monkeypatch):
-    # a reply's sync writes its event to the node and source collections; its message's vector goes to the store
-    # (a Chroma write costs ~5 ms however small), and is read back after a restart instead of embedded again
+    # a reply's sync stages its event for the node and source collections, written in one batch each; its
+    # message's vector goes to the store (a Chroma write costs ~5 ms however small), and is read back after a
+    # restart instead of embedded again
     import chromadb.api.models.Collection as collection_module
 
     memory.create_chat("road", "default")
@@ -186,6 +187,8 @@ def test_message_vectors_live_in_the_store_and_a_reply_costs_two_chroma_writes(m
     memory.commit("road", [{"op": "create_node", "id": "e2", "type": "event", "title": "Key",
                             "fields": {"summary": "Eileen keeps the key in her boot."}, "floor_from": 3,
                             "floor_to": 3}], 3, "test")
+    assert writes == []  # staged (vectors/pending.py)
+    memory.index.flush("road")
     assert sorted(writes) == [("upsert", "mc_"), ("upsert", "ms_")]
     stored = dict(memory.store.conn.execute("SELECT floor, hash FROM message_vectors WHERE chat_id='road'").fetchall())
     assert set(stored) >= {0, 1, 2, 3}

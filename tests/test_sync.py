@@ -166,6 +166,7 @@ def test_sync_drops_recall_results_cached_for_rolled_back_floors(memory, synced)
     assert len(memory._recaller._results) == 0
     again = memory.recall("c", "Where did Eileen go?", user_floor=148)
     assert not again.reused and again.graph_version != first.graph_version
-    # vectors follow: nothing indexed for nodes that are gone
+    # vectors follow: nothing indexed for nodes that are gone (once the staged writes reach Chroma)
+    memory.index.flush("c")
     ids = set(memory.index._collection("c").get()["ids"])
     assert ids == {n.id for n in memory.graph("c").nodes(archived=None)}

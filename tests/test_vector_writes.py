@@ -1,13 +1,15 @@
-"""How a sync writes to Chroma: one write per collection a commit changed, and what Chroma holds afterwards is what
-a write per change would have left (real SQLite, real Chroma, the default local embedder)."""
+"""How a sync writes to Chroma: a commit's or a rollback's changes are staged in the store and reach Chroma in one
+batch (one call per collection and kind of write); searches see the staged rows meanwhile; what Chroma holds after
+the flush is what a write per change would have left; a crash loses nothing (real SQLite, real Chroma, the default
+local embedder)."""
 
 from __future__ import annotations
 
 import numpy as np
 from chromadb.api.models.Collection import Collection
 
+import curator
 from curator.store.messages import Message
-from curator.vectors import writes
 from curator.vectors.writes import node_metadata
 
 
@@ -30,6 +32,11 @@ def _stored(collection, node_id: str) -> tuple[list, str, dict]:
     return np.asarray(got["embeddings"][0]).tolist(), got["documents"][0], got["metadatas"][0]
 
 
+def _staged(memory) -> set[tuple[str, str, str]]:
+    return {tuple(row) for row in memory.store.conn.execute(
+        "SELECT kind, node_id, op FROM vector_pending WHERE chat_id='road'")}
+
+
 def _reply_chat(memory):
     """A chat with the index open: a character and an event, each from its floors' messages."""
     memory.create_chat("road", "default")
@@ -41,50 +48,128 @@ def _reply_chat(memory):
          "fields": {"name": "Mira", "identity": "a courier"}, "floor_from": 1, "floor_to": 1},
         {"op": "create_node", "id": "ev1", "type": "event", "title": "Summary 1",
          "fields": {"summary": "Mira took the road north."}, "floor_from": 1, "floor_to": 1}], 1, "test")
+    index.flush("road")
     return index
 
 
-def test_a_reply_writes_each_changed_collection_once_and_keeps_the_moved_nodes_vector(memory, monkeypatch):
-    index = _reply_chat(memory)
-    nodes = index._collection("road")
-    vector_before, document_before, _ = _stored(nodes, "mira")
-    calls = _count_writes(monkeypatch)
-    # the usual reply: a new event, and the character's floors move (metadata only: its document is unchanged)
+def _reply(memory, floor: int = 3) -> None:
+    """The usual reply: a new event, and the character's floors move (metadata only: its document is unchanged)."""
     memory.commit("road", [
         {"op": "create_node", "id": "ev2", "type": "event", "title": "Summary 2",
-         "fields": {"summary": "Mira crossed the bridge at dusk."}, "floor_from": 3, "floor_to": 3},
-        {"op": "update_node", "id": "mira", "floor_to": 3}], 3, "test")
-    node_writes = [c for c in calls if c[1] == nodes.name]
-    assert node_writes == [("upsert", nodes.name)]  # the metadata change rode along in the event's upsert
-    assert len(calls) == len(set(calls))  # no collection written twice
+         "fields": {"summary": "Mira crossed the bridge at dusk."}, "floor_from": floor, "floor_to": floor},
+        {"op": "update_node", "id": "mira", "floor_to": floor}], floor, "test")
+
+
+def test_a_reply_is_staged_searched_at_once_and_flushed_in_one_call_per_kind(memory, monkeypatch):
+    index = _reply_chat(memory)
+    nodes, sources = index._collection("road"), index._collection("road", "ms_")
+    vector_before, document_before, _ = _stored(nodes, "mira")
+    calls = _count_writes(monkeypatch)
+    _reply(memory)
+    assert calls == []  # nothing written to Chroma yet
+    assert _staged(memory) == {("mc_", "ev2", "upsert"), ("mc_", "mira", "meta"), ("ms_", "ev2", "upsert")}
+    assert index.query("road", "bridge at dusk", 1)[0][0] == "ev2"  # searched from the staged rows
+    assert "ev2" in dict(index.query_sources("road", "line 3 of the road", 5))
+    assert index.flush("road") == 3
+    assert sorted(calls) == sorted([("upsert", nodes.name), ("update", nodes.name), ("upsert", sources.name)])
+    assert _staged(memory) == set()
     vector_after, document_after, metadata_after = _stored(nodes, "mira")
     assert np.allclose(vector_after, vector_before) and document_after == document_before
     assert metadata_after == node_metadata(memory.graph("road").get("mira"))
     assert metadata_after["floor_to"] == 3
-    assert index.query("road", "bridge at dusk", 1)[0][0] == "ev2"
+    assert index.query("road", "bridge at dusk", 1)[0][0] == "ev2"  # now from Chroma
+    assert sources.get(ids=["ev2"])["ids"] == ["ev2"]
 
 
-def test_many_metadata_changes_are_one_metadata_update_beside_the_upsert(memory, monkeypatch):
+def test_a_staged_event_rolled_back_never_reaches_chroma(memory, monkeypatch):
     index = _reply_chat(memory)
-    memory.commit("road", [{"op": "create_node", "id": f"ev{i}", "type": "event", "title": f"Summary {i}",
-                            "fields": {"summary": f"Mira counted lantern {i}."}, "floor_from": 2, "floor_to": 2}
-                           for i in range(10, 10 + writes.RIDE_ALONG_MAX)], 2, "test")
-    nodes = index._collection("road")
-    vectors_before = {i: _stored(nodes, i)[0] for i in ("mira", "ev10")}
     calls = _count_writes(monkeypatch)
-    moved = ["mira"] + [f"ev{i}" for i in range(10, 10 + writes.RIDE_ALONG_MAX)]
-    memory.commit("road", [{"op": "create_node", "id": "ev2", "type": "event", "title": "Summary 2",
-                            "fields": {"summary": "Mira crossed the bridge."}, "floor_from": 3, "floor_to": 3}]
-                  + [{"op": "update_node", "id": i, "floor_to": 4} for i in moved], 4, "test")
-    assert [c[0] for c in calls if c[1] == nodes.name] == ["update", "upsert"]  # too many to read back and ride
-    graph = memory.graph("road")
-    for node_id in moved:
-        assert _stored(nodes, node_id)[2] == node_metadata(graph.get(node_id))
-    for node_id, vector in vectors_before.items():
-        assert np.allclose(_stored(nodes, node_id)[0], vector)
+    _reply(memory)
+    memory.rollback("road", 3)  # a swipe: the event goes before its batch did
+    assert _staged(memory) == {("mc_", "mira", "meta")}  # the character moved back: its metadata is rewritten
+    assert "ev2" not in dict(index.query("road", "bridge at dusk", 5))
+    index.flush("road")
+    assert calls == [("update", index._collection("road").name)]
+    assert index._collection("road").get(ids=["ev2"])["ids"] == []
+    assert _stored(index._collection("road"), "mira")[2]["floor_to"] == 1
 
 
-def test_a_rider_survives_a_failed_embedding(memory, monkeypatch):
+def test_a_rolled_back_node_is_hidden_before_chroma_forgets_it(memory):
+    index = _reply_chat(memory)
+    _reply(memory)
+    index.flush("road")
+    memory.rollback("road", 3)
+    nodes = index._collection("road")
+    assert nodes.get(ids=["ev2"])["ids"] == ["ev2"]  # still in Chroma, staged for deletion
+    assert "ev2" not in dict(index.query("road", "bridge at dusk", 5))
+    assert "ev2" not in dict(index.query_sources("road", "line 3 of the road", 5))
+    assert index.query("road", "road north", 1)[0][0] == "ev1"
+    index.flush("road")
+    assert nodes.get(ids=["ev2"])["ids"] == []
+    assert index._collection("road", "ms_").get(ids=["ev2"])["ids"] == []
+
+
+def test_an_edited_node_is_searched_by_its_new_vector_only(memory):
+    index = _reply_chat(memory)
+    memory.commit("road", [{"op": "update_node", "id": "ev1", "set_fields": {"summary": "Mira sold a lantern."}}], 1,
+                  "test")
+    found = index.query("road", "Mira sold a lantern", 5)
+    assert [i for i, _ in found].count("ev1") == 1  # Chroma's stale copy is left out
+    assert found[0][0] == "ev1"
+
+
+def test_staged_writes_survive_a_crash_and_the_next_process_flushes_them(memory, tmp_path):
+    index = _reply_chat(memory)
+    _reply(memory)
+    assert _staged(memory)
+    # another process opens the same data directory while this one never flushed (as if it had died)
+    with curator.open(memory.store.data_dir) as other:
+        assert other.index.query("road", "bridge at dusk", 1)[0][0] == "ev2"
+        assert other.index.sync("road").embedded == 0  # the hashes and the staged rows agree: nothing to redo
+    assert _staged(memory) == set()  # its close wrote them to Chroma
+    assert index._collection("road").get(ids=["ev2"])["ids"] == ["ev2"]
+    assert index.flush("road") == 0  # this process's memory of them is stale; the store says there are none
+
+
+def test_enough_staged_rows_are_flushed_by_the_sync_that_reaches_the_limit(memory, monkeypatch):
+    index = _reply_chat(memory)
+    monkeypatch.setattr("curator.vectors.index.FLUSH_ROWS", 5)
+    memory.store.set_messages_from("road", 6, [Message("assistant", "Mira", f"line {f}") for f in range(6, 12)])
+    for floor in (6, 8):
+        memory.commit("road", [{"op": "create_node", "id": f"ev{floor}", "type": "event", "title": f"S{floor}",
+                                "fields": {"summary": f"Mira rested at stone {floor}."}, "floor_from": floor,
+                                "floor_to": floor}], floor, "test")
+    assert len(_staged(memory)) == 4  # two events and their sources
+    memory.commit("road", [{"op": "create_node", "id": "ev10", "type": "event", "title": "S10",
+                            "fields": {"summary": "Mira rested at stone 10."}, "floor_from": 10, "floor_to": 10}],
+                  10, "test")
+    assert _staged(memory) == set()
+    assert set(index._collection("road").get(ids=["ev6", "ev8", "ev10"])["ids"]) == {"ev6", "ev8", "ev10"}
+
+
+def test_a_failed_flush_keeps_its_rows_for_the_next(memory, monkeypatch):
+    index = _reply_chat(memory)
+    _reply(memory)
+    original = Collection.upsert
+
+    def down(self, *args, **kwargs):
+        raise RuntimeError("Chroma is down")
+
+    monkeypatch.setattr(Collection, "upsert", down)
+    try:
+        index.flush("road")
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the flush should have failed")
+    assert len(_staged(memory)) == 3
+    assert index.query("road", "bridge at dusk", 1)[0][0] == "ev2"
+    monkeypatch.setattr(Collection, "upsert", original)
+    assert index.flush("road") == 3
+    assert _stored(index._collection("road"), "mira")[2]["floor_to"] == 3
+
+
+def test_the_moved_character_is_written_even_when_the_event_fails_to_embed(memory, monkeypatch):
     index = _reply_chat(memory)
     nodes = index._collection("road")
 
@@ -92,11 +177,9 @@ def test_a_rider_survives_a_failed_embedding(memory, monkeypatch):
         raise RuntimeError("the embedder is down")
 
     monkeypatch.setattr(index.function.embedder, "embed_documents", broken)
-    memory.commit("road", [
-        {"op": "create_node", "id": "ev2", "type": "event", "title": "Summary 2",
-         "fields": {"summary": "Mira crossed the bridge at dusk."}, "floor_from": 3, "floor_to": 3},
-        {"op": "update_node", "id": "mira", "floor_to": 3}], 3, "test")
-    assert _stored(nodes, "mira")[2]["floor_to"] == 3  # written by a metadata update when no upsert came
+    _reply(memory)
+    index.flush("road")
+    assert _stored(nodes, "mira")[2]["floor_to"] == 3
     assert nodes.get(ids=["ev2"])["ids"] == []
     monkeypatch.undo()
     assert index.sync("road").embedded == 1  # the failed event is tried again
@@ -119,6 +202,7 @@ def test_a_character_over_the_whole_chat_asks_for_no_messages(memory, monkeypatc
          "fields": {"summary": "Mira reached the sea."}, "floor_from": 39, "floor_to": 39},
         {"op": "update_node", "id": "mira", "floor_to": 39}], 39, "test")
     assert asked == [{38, 39}]
+    index.flush("road")
     nodes, sources = index._collection("road"), index._collection("road", "ms_")
     assert _stored(nodes, "mira")[2]["floor_to"] == 39
     assert sources.get(ids=["ev39"])["ids"] == ["ev39"]

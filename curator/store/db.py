@@ -116,6 +116,15 @@ _V6 = [
         PRIMARY KEY (chat_id, floor)) WITHOUT ROWID""",
 ]
 
+# Version 7: vector writes staged for Chroma (`curator/vectors/pending.py`): a reply's or a rollback's changes to the
+# index wait here, recorded with their hashes, and go to Chroma in batches. Derived state, like `vector_hashes`.
+_V7 = [
+    """CREATE TABLE vector_pending (
+        chat_id TEXT NOT NULL, kind TEXT NOT NULL, node_id TEXT NOT NULL, op TEXT NOT NULL,
+        in_chroma INTEGER NOT NULL, vector BLOB, document TEXT, metadata TEXT,
+        PRIMARY KEY (chat_id, kind, node_id)) WITHOUT ROWID""",
+]
+
 Migration = Callable[[sqlite3.Connection], None] | list[str]
 
 # SQLite DDL -> PostgreSQL DDL: 64-bit integers (SQLite's INTEGER is), identity for AUTOINCREMENT, doubles, no
@@ -140,7 +149,7 @@ def ddl_for(dialect: str, statement: str) -> str:
     return statement
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6]
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 
 
 def latest_version() -> int:

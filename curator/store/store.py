@@ -247,7 +247,7 @@ class Store:
                                   ("nodes", "chat_id"), ("node_names", "chat_id"), ("edges", "chat_id"),
                                   ("llm_calls", "chat_id"), ("extraction_log", "chat_id"),
                                   ("vector_state", "chat_id"), ("vector_hashes", "chat_id"),
-                                  ("message_vectors", "chat_id")):
+                                  ("message_vectors", "chat_id"), ("vector_pending", "chat_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
             self.changes.forget(chat_id)
 

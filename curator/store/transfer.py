@@ -5,7 +5,7 @@ row for row (commit and log ids kept), in one transaction of the target: a failu
 Afterwards each chat is checked on both sides: row counts per table, and digests of its commit log and of its graph
 projection (every column of its nodes, names and edges, in a fixed order), which must be equal.
 
-The vector bookkeeping (`vector_state`, `vector_hashes`, `message_vectors`) is not copied: it describes a vector
+The vector bookkeeping (`vector_state`, `vector_hashes`, `message_vectors`, `vector_pending`) is not copied: it describes a vector
 index, which the target may not share (an embedded index lives under the data directory); the target's index
 re-embeds what it needs on first use (`curator vectors rebuild` does it ahead).
 """
@@ -28,7 +28,7 @@ PER_CHAT = {"messages": "chat_id", "commits": "chat_id", "nodes": "chat_id", "no
             "edges": "chat_id", "swipe_shelf": "chat_id", "llm_calls": "chat_id", "extraction_log": "chat_id",
             "jobs": "chat_id"}
 IDENTITY = ("commits", "llm_calls", "extraction_log")  # ids the target must go on counting from
-DERIVED = ("vector_state", "vector_hashes", "message_vectors")
+DERIVED = ("vector_state", "vector_hashes", "message_vectors", "vector_pending")
 ORDER = {"chats": "id", "messages": "chat_id, floor", "commits": "id", "nodes": "chat_id, id",
          "node_names": "chat_id, name, node_id", "edges": "chat_id, id", "swipe_shelf": "chat_id, floor, text_key",
          "llm_calls": "id", "extraction_log": "id", "jobs": "id"}

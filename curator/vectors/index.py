@@ -6,11 +6,15 @@ A second collection per chat holds each event's *source*: the messages it was ex
 message before them, which usually holds the question the reply answers). Recall scores an event by its own text
 and by its source, since a short memory loses words that a query may use. A source's vector is the mean of its
 messages' vectors, and each message is embedded once, its vector kept in the store (`vectors/messages.py`): the
-start of the message, near 64 tokens. An archived leaf's source waits until recall needs it (`embed_sources`)."""
+start of the message, near 64 tokens. An archived leaf's source waits until recall needs it (`embed_sources`).
+
+A sync after a commit or rollback stages its writes in the store and Chroma gets them in batches
+(`vectors/pending.py`); searches see both."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,12 +27,15 @@ import chromadb
 from curator.errors import CuratorError
 from curator.vectors.documents import SOURCE_SPAN, node_document, source_floors
 from curator.vectors.messages import LEGACY_MESSAGES, MessageVectors
+from curator.vectors.pending import FLUSH_ROWS, Batch, PendingWrites
 from curator.vectors.chroma_function import CuratorEmbeddingFunction
 from curator.vectors.embeddings import EmbeddingProfile
 from curator.vectors.search import NODES, SOURCES, VectorSearch
-from curator.vectors.writes import VectorWrites, node_metadata
+from curator.vectors.writes import Direct, VectorWrites, node_metadata
 from curator.store.graph import Node
 from curator.store.store import Store, utc_now
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 Hashes = tuple[str | None, str | None, str]  # a node's content, metadata and source hashes
@@ -78,6 +85,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         self.embedded_total = 0  # node documents and messages this index embedded (progress bars show it)
         self.messages = MessageVectors(profile.key, store,
                                        lambda texts: self.function.embedder.embed_documents(texts))
+        self.pending = PendingWrites(store)  # writes staged for Chroma, per chat
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)
@@ -92,7 +100,13 @@ class VectorIndex(VectorSearch, VectorWrites):
             self.client = chromadb.PersistentClient(path=str(Path(store.data_dir) / "chroma"), settings=settings)
 
     def close(self) -> None:
-        """Let the search threads go (the Chroma client needs no closing)."""
+        """Write the staged rows to Chroma and let the search threads go (the Chroma client needs no closing). A
+        flush that fails leaves its rows in the store, where the next process finds them."""
+        for chat_id in self.pending.chats():
+            try:
+                self.flush(chat_id)
+            except Exception as exc:  # noqa: BLE001 - closing goes on; the rows are safe in the store
+                log.warning("staged vector writes of chat %r stay in the store for now: %s", chat_id, exc)
         if self._search_pool is not None:
             self._search_pool.shutdown(wait=True)
             self._search_pool = None
@@ -133,14 +147,25 @@ class VectorIndex(VectorSearch, VectorWrites):
             hashes[node_id] = (item or None, meta, source)
         return (row[0] if row else None), hashes
 
+    def _lock(self, chat_id: str) -> threading.RLock:
+        with self._locks_guard:
+            return self._locks.setdefault(chat_id, threading.RLock())
+
+    def flush(self, chat_id: str) -> int:
+        """Write the chat's staged rows to Chroma now; returns how many there were."""
+        with self._lock(chat_id):
+            if not self.pending.count(chat_id):
+                return 0
+            self._counts.pop((chat_id, NODES), None)
+            self._counts.pop((chat_id, SOURCES), None)
+            return self.pending.flush(chat_id, lambda kind: self._collection(chat_id, kind))
+
     def sync(self, chat_id: str, full: bool = False, floors: tuple[int, int] | None = None,
              progress: Progress | None = None) -> SyncReport:
         """Bring the chat's collections in line with its graph and messages: embed what is new or changed, update
         metadata that changed, delete what vanished. `full` re-embeds everything; `floors` re-embeds the nodes
         whose floor range meets [a, b]. A profile change turns any sync into a full one. Failures are per node."""
-        with self._locks_guard:
-            lock = self._locks.setdefault(chat_id, threading.RLock())
-        with lock:  # the HTTP service syncs a chat from request and job threads
+        with self._lock(chat_id):  # the HTTP service syncs a chat from request and job threads
             return self._sync(chat_id, full, floors, progress)
 
     def _sync(self, chat_id: str, full: bool, floors: tuple[int, int] | None, progress: Progress | None) -> SyncReport:
@@ -154,6 +179,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         # what this process remembers of the chat's collections may be stale too (another process may have
         # filled them, or dropped and made them again), so it is asked of Chroma afresh.
         self._forget_handles(chat_id)
+        self.pending.forget(chat_id)
         chat = self.store.chat(chat_id)
         profile_key, hashes = self._state(chat_id)
         if profile_key is not None and profile_key != self.profile.key:
@@ -165,8 +191,8 @@ class VectorIndex(VectorSearch, VectorWrites):
             hashes = {}
         nodes = self.store.graph(chat_id).nodes(archived=None)
         vanished = sorted(set(hashes) - {n.id for n in nodes})
-        kept = self._reconcile(chat_id, chat.schema, nodes, self.message_lines(chat_id), hashes, vanished, floors,
-                               report, progress)
+        kept, _ = self._reconcile(chat_id, chat.schema, nodes, self.message_lines(chat_id), hashes, vanished, floors,
+                                  report, progress)
         if full or profile_key is None or kept != hashes:  # a sync that changed nothing writes nothing
             self._save_state(chat_id, kept)
         self._known[chat_id] = (stamp, kept, set(report.failed))
@@ -198,10 +224,10 @@ class VectorIndex(VectorSearch, VectorWrites):
         lines = self.message_lines(chat_id, wanted) if len(wanted) < 5000 else self.message_lines(chat_id)
         vanished = sorted(i for i in ids if i in hashes and i not in {n.id for n in nodes})
         before = {i: hashes[i] for i in ids if i in hashes}
-        after = self._reconcile(chat_id, self.store.chat(chat_id).schema, nodes, lines, before, vanished, None,
-                                report, progress)
+        after, staged = self._reconcile(chat_id, self.store.chat(chat_id).schema, nodes, lines, before, vanished,
+                                        None, report, progress, stage=True)
         changed = {i: v for i, v in after.items() if before.get(i) != v}
-        self._save_changes(chat_id, changed, vanished)
+        self._save_changes(chat_id, changed, vanished, staged)
         report.unchanged += len(hashes) - len(before)  # untouched, so unchanged (counted without a scan)
         for node_id in vanished:  # in place: a copy of a 100k-node map cost a link-only commit 5 ms
             hashes.pop(node_id, None)
@@ -211,11 +237,12 @@ class VectorIndex(VectorSearch, VectorWrites):
 
     def _reconcile(self, chat_id: str, schema, nodes: list[Node], lines: dict[int, str], hashes: dict,
                    vanished: list[str], floors: tuple[int, int] | None, report: SyncReport,
-                   progress: Progress | None, leaves: set[str] = frozenset()) -> dict:
+                   progress: Progress | None, leaves: set[str] = frozenset(),
+                   stage: bool = False) -> tuple[dict, Batch | None]:
         """Embed what is new or changed among `nodes`, update what only moved, delete `vanished`; returns the
-        hashes the nodes now have. An archived leaf's source is combined only when its messages are embedded
-        already, or when recall asks for it (`leaves`, see `embed_sources`): until then it has none."""
-        collection, sources = self._collection(chat_id), self._collection(chat_id, SOURCES)
+        hashes the nodes now have, and the batch of staged writes when `stage` and the changes fit one (else they
+        went to Chroma). An archived leaf's source is combined only when its messages are embedded already, or
+        when recall asks for it (`leaves`, see `embed_sources`): until then it has none."""
         events = {name for name, spec in schema.types.items() if spec.identity == "event"}
         items, to_update, kept = [], [], {}
         source_items, source_gone = [], []
@@ -242,19 +269,26 @@ class VectorIndex(VectorSearch, VectorWrites):
                 source_items.append((node, at, source))
             elif old_source and not source:
                 source_gone.append(node.id)
+        changes = len(items) + len(source_items) + len(to_update) + 2 * len(vanished) + len(source_gone)
+        if stage and changes < FLUSH_ROWS:
+            sink = staged = self.pending.batch(chat_id, lambda kind, i: _indexed(hashes, kind, i))
+        else:
+            staged = None
+            self.flush(chat_id)  # what is staged is older than these changes: it goes first
+            sink = Direct(lambda kind: self._collection(chat_id, kind))
+            if vanished:
+                self._counts.pop((chat_id, NODES), None)
+            if vanished or source_gone:
+                self._counts.pop((chat_id, SOURCES), None)
         if vanished:
-            self._counts.pop((chat_id, NODES), None)
-        if vanished or source_gone:
-            self._counts.pop((chat_id, SOURCES), None)
-        if vanished:
-            collection.delete(ids=vanished)
-            sources.delete(ids=vanished)
+            sink.delete(NODES, vanished)
+            sink.delete(SOURCES, vanished)
             report.deleted = len(vanished)
         if source_gone:
-            sources.delete(ids=source_gone)
-        self._write(chat_id, collection, sources, items, source_items, to_update, lines, report, kept, progress)
+            sink.delete(SOURCES, source_gone)
+        self._write(chat_id, sink, items, source_items, to_update, lines, report, kept, progress)
         self.embedded_total += report.embedded + report.messages_embedded
-        return kept
+        return kept, staged
 
     def unsourced(self, chat_id: str, node_ids) -> list[str]:
         """Those of `node_ids` that have no source vector now (as far as this process's last sync knows)."""
@@ -265,19 +299,17 @@ class VectorIndex(VectorSearch, VectorWrites):
     def embed_sources(self, chat_id: str, node_ids) -> SyncReport:
         """Give these events (archived leaves whose detail recall needs) their source vectors now: their messages
         are embedded once, like any other's, and the vectors stay for later recalls."""
-        with self._locks_guard:
-            lock = self._locks.setdefault(chat_id, threading.RLock())
-        with lock:
+        with self._lock(chat_id):
             self._sync(chat_id, False, None, None)  # up to date first, so the hashes below are the chat's
             stamp, hashes, failed = self._known[chat_id]
             nodes = _fetch(self.store.graph(chat_id), set(node_ids))
             wanted = _source_reach(nodes)
             report = SyncReport(chat_id, "sources")
             before = {n.id: hashes[n.id] for n in nodes if n.id in hashes}
-            after = self._reconcile(chat_id, self.store.chat(chat_id).schema, nodes,
-                                    self.message_lines(chat_id, wanted), before, [], None, report, None,
-                                    leaves={n.id for n in nodes})
-            self._save_changes(chat_id, {i: v for i, v in after.items() if before.get(i) != v}, [])
+            after, staged = self._reconcile(chat_id, self.store.chat(chat_id).schema, nodes,
+                                            self.message_lines(chat_id, wanted), before, [], None, report, None,
+                                            leaves={n.id for n in nodes}, stage=True)
+            self._save_changes(chat_id, {i: v for i, v in after.items() if before.get(i) != v}, [], staged)
             self._known[chat_id] = (stamp, {**hashes, **after}, failed | set(report.failed))
             return report
 
@@ -296,15 +328,22 @@ class VectorIndex(VectorSearch, VectorWrites):
                 lines[floor] = f"{name}: {text}" if name else text
         return lines
 
-    def _save_changes(self, chat_id: str, changed: dict, removed: list[str]) -> None:
-        """Write the hashes of the nodes a sync changed, and forget those of the nodes that vanished."""
-        if not changed and not removed:
-            return
-        with self.store.transaction() as conn:
-            conn.executemany("DELETE FROM vector_hashes WHERE chat_id=? AND node_id=?",
-                             [(chat_id, i) for i in (*removed, *changed)])
-            conn.executemany(_INSERT_HASH, [(chat_id, node_id, f"{c or ''}|{s}", m or "")
-                                            for node_id, (c, m, s) in changed.items() if c or s])
+    def _save_changes(self, chat_id: str, changed: dict, removed: list[str], staged: Batch | None = None) -> None:
+        """Write the hashes of the nodes a sync changed and forget those of the nodes that vanished, with the
+        writes it staged (one transaction: the hashes never claim a vector that is neither in Chroma nor staged);
+        a flush follows once enough are staged."""
+        if changed or removed or (staged is not None and staged.changed):
+            with self.store.transaction(chat_id) as conn:
+                conn.executemany("DELETE FROM vector_hashes WHERE chat_id=? AND node_id=?",
+                                 [(chat_id, i) for i in (*removed, *changed)])
+                conn.executemany(_INSERT_HASH, [(chat_id, node_id, f"{c or ''}|{s}", m or "")
+                                                for node_id, (c, m, s) in changed.items() if c or s])
+                if staged is not None:
+                    staged.write(conn)
+        if staged is not None:
+            self.pending.take(staged)
+            if self.pending.count(chat_id) >= FLUSH_ROWS:
+                self.flush(chat_id)
 
     def _save_state(self, chat_id: str, hashes: dict[str, tuple[str | None, str | None, str]]) -> None:
         with self.store.transaction() as conn:
@@ -326,13 +365,15 @@ class VectorIndex(VectorSearch, VectorWrites):
         self._known.pop(chat_id, None)
         self.messages.drop(chat_id)
         self._forget_handles(chat_id)
+        self.pending.forget(chat_id)
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
         for kind in (NODES, SOURCES, LEGACY_MESSAGES):
             if self.collection_name(chat_id, kind) in names:
                 self.client.delete_collection(self.collection_name(chat_id, kind))
-        with self.store.transaction() as conn:
+        with self.store.transaction(chat_id) as conn:
             conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
             conn.execute("DELETE FROM vector_state WHERE chat_id=?", (chat_id,))
+            self.pending.drop(conn, chat_id)
 
     def status(self, chat_id: str) -> dict:
         profile_key, hashes = self._state(chat_id)
@@ -351,6 +392,12 @@ def _fetch(graph, ids: set[str]) -> list[Node]:
         chunk = ids[start:start + 500]
         found.extend(graph._nodes(f"id IN ({', '.join('?' * len(chunk))})", tuple(chunk)))
     return found
+
+
+def _indexed(hashes: dict, kind: str, node_id: str) -> bool:
+    """Whether the index held the node's vector (or its source's) before this sync: in Chroma, or staged."""
+    content, _, source = hashes.get(node_id, (None, None, ""))
+    return content is not None if kind == NODES else bool(source)
 
 
 def _source_reach(nodes: list[Node]) -> set[int]:

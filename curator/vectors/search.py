@@ -13,8 +13,8 @@ NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, event
 
 
 class VectorSearch:
-    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `_forget_handles`, `function`,
-    `_query_cache`, `_locks_guard` and `_search_pool`."""
+    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `_forget_handles`, `flush`, `function`,
+    `pending`, `_query_cache`, `_locks_guard` and `_search_pool`."""
 
     def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
         """The k nodes of this chat most similar to `text`, as (node id, cosine similarity)."""
@@ -87,26 +87,37 @@ class VectorSearch:
             self._query_cache.popitem(last=False)
 
     def _query(self, chat_id: str, kind: str, text: str, k: int, vectors: dict) -> list[tuple[str, float]]:
+        """Chroma's k nearest beside the staged rows' (`vectors/pending.py`): Chroma is asked for as many more as
+        it holds stale copies of, which are left out of its answer."""
         if not text.strip():
             return []
+        staged = self.pending.view(chat_id, kind)
         collection = self._collection(chat_id, kind)
         count = self._count(chat_id, kind)
-        if count == 0:
+        if count == 0 and not staged.ids:
             return []
         if text not in vectors:
             vectors.update(self.query_vectors([text]))
-        try:
-            result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
-        except NotFoundError:  # another process dropped and made the collection again (a full rebuild)
-            self._forget_handles(chat_id)
-            collection = self._collection(chat_id, kind)
-            result = collection.query(query_embeddings=[vectors[text]], n_results=k, include=["distances"])
-        return [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0])]
+        found = []
+        if count:
+            asked = k + len(staged.shadow)
+            try:
+                result = collection.query(query_embeddings=[vectors[text]], n_results=asked, include=["distances"])
+            except NotFoundError:  # another process dropped and made the collection again (a full rebuild)
+                self._forget_handles(chat_id)
+                collection = self._collection(chat_id, kind)
+                result = collection.query(query_embeddings=[vectors[text]], n_results=asked, include=["distances"])
+            found = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i not in staged.shadow]
+        if staged.ids:
+            found.extend(staged.search(vectors[text], k))
+            found.sort(key=lambda pair: -pair[1])
+        return found[:k]
 
     def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:
         """The k nodes nearest to node `node_id` (by its stored vector, so nothing is embedded), itself left
         out, as (node id, cosine similarity); `where` filters on the metadata (type, level, archived...).
-        Empty when the node is not indexed."""
+        Empty when the node is not indexed. Staged writes go to Chroma first (its filters read the metadata)."""
+        self.flush(chat_id)
         collection = self._collection(chat_id)
         found = collection.get(ids=[node_id], include=["embeddings"])
         if not found["ids"]:

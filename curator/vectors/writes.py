@@ -1,8 +1,6 @@
-"""The write half of a sync: embed the node documents and combine the sources a sync found changed, and write them
-to Chroma in as few calls as the changes allow. Each Chroma write costs about 7 ms of CPU however small it is (its
-threads hand the batch over several times), so a commit's changes to one collection go in one call: a node whose
-metadata alone changed rides along in the node collection's upsert, with the vector Chroma already holds for it,
-when there is an upsert anyway (the common reply: a new event and a character whose floors moved)."""
+"""The write half of a sync: embed the node documents and combine the sources a sync found changed, and hand them
+to a sink: the staged rows of `vectors/pending.py` (a reply, a rollback: written to Chroma later, in batches), or
+Chroma itself (`Direct`: a rebuild, or a sync of more changes than a batch holds)."""
 
 from __future__ import annotations
 
@@ -12,59 +10,57 @@ from curator.store.graph import Node
 from curator.vectors.messages import combine
 from curator.vectors.search import NODES, SOURCES
 
-# At most this many metadata-only changes ride along in an upsert: each is read back and re-inserted in the HNSW
-# graph, cheaper than a second write for a few nodes, dearer than a metadata update for a compaction's hundreds.
-RIDE_ALONG_MAX = 32
-
 
 def node_metadata(node: Node) -> dict:
     return {"type": node.type, "level": node.level, "archived": node.archived, "parent": node.parent or "",
             "floor_from": node.floor_from, "floor_to": node.floor_to}
 
 
+class Direct:
+    """A sink that writes to the chat's Chroma collections now (`collection(kind)` gives one)."""
+
+    def __init__(self, collection: Callable[[str], object]):
+        self._collection = collection
+
+    def upsert(self, kind: str, ids: list[str], vectors, documents: list[str], metadatas: list[dict]) -> None:
+        self._collection(kind).upsert(ids=ids, embeddings=vectors, documents=documents, metadatas=metadatas)
+
+    def update(self, kind: str, ids: list[str], metadatas: list[dict]) -> None:
+        self._collection(kind).update(ids=ids, metadatas=metadatas)
+
+    def delete(self, kind: str, ids: list[str]) -> None:
+        self._collection(kind).delete(ids=ids)
+
+
 class VectorWrites:
     """Mixed into `VectorIndex`, which gives it `function`, `messages`, `profile` and `_counts`."""
 
-    def _write(self, chat_id: str, collection, sources, items: list, source_items: list, to_update: list,
+    def _write(self, chat_id: str, sink, items: list, source_items: list, to_update: list,
                lines: dict[int, str], report, kept: dict, progress: Callable[[int, int], None] | None) -> None:
-        """Embed `items` (node, document) into `collection`, combine `source_items` (node, floors, source) into
-        `sources`, and write the metadata of `to_update` (node, document): in the first node upsert when small
-        enough, else by a metadata update."""
-        riders = self._riders(collection, to_update) if items and 0 < len(to_update) <= RIDE_ALONG_MAX else []
-        updates = [n for n, _ in to_update if n.id not in {r[0][0].id for r in riders}]
-        if updates:
-            collection.update(ids=[n.id for n in updates], metadatas=[node_metadata(n) for n in updates])
-        work = [(collection, item) for item in items] + [(sources, item) for item in source_items]
+        """Embed `items` (node, document) as node vectors, combine `source_items` (node, floors, source) into
+        source vectors, and give `sink` the metadata of `to_update` (node, document), in batches."""
+        if to_update:
+            sink.update(NODES, [n.id for n, _ in to_update], [node_metadata(n) for n, _ in to_update])
+        work = [(NODES, item) for item in items] + [(SOURCES, item) for item in source_items]
         for start in range(0, len(work), self.profile.batch_size):
             batch = work[start:start + self.profile.batch_size]
-            for target in (collection, sources):
-                part = [item for where, item in batch if where is target]
-                if target is collection:
+            for kind in (NODES, SOURCES):
+                part = [item for where, item in batch if where == kind]
+                if kind == NODES:
                     embedded = self._embed(part, report, kept)
                     report.embedded += len(embedded)
                 else:
                     embedded = self._combine(chat_id, part, lines, report, kept)
                     report.sources_embedded += len(embedded)
-                if target is collection and embedded and riders:
-                    embedded, riders = embedded + riders, []
                 if embedded:
-                    target.upsert(ids=[n.id for (n, *_), _ in embedded], embeddings=[v for _, v in embedded],
-                                  documents=[item[-1] for item, _ in embedded],
-                                  metadatas=[node_metadata(n) for (n, *_), _ in embedded])
-                    key = (chat_id, NODES if target is collection else SOURCES)
-                    self._counts[key] = max(self._counts.get(key, 0), len(embedded))
+                    sink.upsert(kind, [n.id for (n, *_), _ in embedded], [v for _, v in embedded],
+                                [item[-1] for item, _ in embedded], [node_metadata(n) for (n, *_), _ in embedded])
+                    if isinstance(sink, Direct):
+                        key = (chat_id, kind)
+                        self._counts[key] = max(self._counts.get(key, 0), len(embedded))
             if progress:
                 progress(min(start + len(batch), len(work)), len(work))
-        if riders:  # every embedding of the batch failed: no upsert to ride in
-            collection.update(ids=[n.id for (n, _), _ in riders], metadatas=[node_metadata(n) for (n, _), _ in riders])
         report.updated_metadata = len(to_update)
-
-    @staticmethod
-    def _riders(collection, to_update: list) -> list:
-        """(item, stored vector) of the metadata-only changes whose vector Chroma holds (one read, ~0.4 ms)."""
-        got = collection.get(ids=[n.id for n, _ in to_update], include=["embeddings"])
-        stored = dict(zip(got["ids"], got["embeddings"]))
-        return [((n, document), stored[n.id]) for n, document in to_update if n.id in stored]
 
     def _embed(self, batch: list, report, kept: dict) -> list:
         """Embed a batch of node documents; if it fails, embed its items one by one so one bad node does not stop

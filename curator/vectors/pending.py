@@ -1,0 +1,218 @@
+"""Vector writes waiting for Chroma: a commit's or a rollback's changes to the index are staged in the store
+(`vector_pending`, in the transaction that records their hashes) and written to Chroma in one batch once enough
+have gathered, or when the index closes or a maintenance search needs Chroma whole.
+
+Why: every embedded Chroma write costs 5-7 ms of CPU and eight fsyncs however small it is (bench/chroma_calls.py),
+and a reply or its rollback made two or three of them. Staged, a reply costs a row per changed vector in the store;
+a batch of FLUSH_ROWS rows is three Chroma calls per collection (delete, upsert, metadata update). An event staged
+and rolled back before its batch (a swipe, a regenerate) never reaches Chroma at all.
+
+Searches see the staged rows: the ids whose Chroma copy is stale or deleted are left out of Chroma's answer (it is
+asked for that many more), and the staged vectors are scored by a dot product beside it. Nothing is lost in a
+crash: the rows are in the store with the hashes that say the index holds them, and the next process reads them
+back. The rows in the store are the truth; a process's memory of them is reloaded whenever the store changed
+under it (`forget`), and a flush writes what it reads from the store, in a transaction holding the chat's lock.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+FLUSH_ROWS = 64  # staged rows of a chat that start a flush (a dot product over them costs ~10 us per search)
+UPSERT, META, DELETE = "upsert", "meta", "delete"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One staged change of an id in one collection; the later change of the same id replaces it."""
+
+    op: str  # upsert | meta (metadata only, the vector Chroma holds stays) | delete
+    in_chroma: bool  # Chroma holds a copy of the id from before (a search must leave it out)
+    vector: np.ndarray | None = None
+    document: str | None = None
+    metadata: dict | None = None
+
+
+class View:
+    """What a search of one collection needs of the staged rows: the ids to leave out of Chroma's answer, and the
+    staged vectors (normalized) with their ids."""
+
+    def __init__(self, rows: dict[str, Row]):
+        self.shadow = frozenset(i for i, r in rows.items() if r.in_chroma and r.op != META)
+        live = [(i, r.vector) for i, r in rows.items() if r.op == UPSERT]
+        self.ids = [i for i, _ in live]
+        if live:
+            matrix = np.stack([v for _, v in live]).astype(np.float32)
+            self.matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        else:
+            self.matrix = np.zeros((0, 0), dtype=np.float32)
+
+    def search(self, vector, k: int) -> list[tuple[str, float]]:
+        """The k staged vectors nearest to `vector`, as (id, cosine similarity)."""
+        if not self.ids:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        scores = self.matrix @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        best = np.argsort(-scores)[:k]
+        return [(self.ids[i], float(scores[i])) for i in best]
+
+
+EMPTY = View({})
+
+
+class Batch:
+    """The changes one sync stages, merged with what is staged already: written to the store by `write` inside the
+    sync's transaction, then taken into memory by `PendingWrites.take`."""
+
+    def __init__(self, chat_id: str, current: dict[str, dict[str, Row]], indexed):
+        self.chat_id = chat_id
+        self._current = current
+        self._indexed = indexed  # (kind, id) -> whether Chroma held the id before this chat's staged rows
+        self.changed: dict[tuple[str, str], Row | None] = {}  # None: the id's row goes (nothing left to write)
+
+    def _old(self, kind: str, node_id: str) -> Row | None:
+        key = (kind, node_id)
+        return self.changed[key] if key in self.changed else self._current.get(kind, {}).get(node_id)
+
+    def _in_chroma(self, kind: str, node_id: str) -> bool:
+        old = self._old(kind, node_id)
+        return old.in_chroma if old is not None else self._indexed(kind, node_id)
+
+    def upsert(self, kind: str, ids: list[str], vectors, documents: list[str], metadatas: list[dict]) -> None:
+        for node_id, vector, document, metadata in zip(ids, vectors, documents, metadatas):
+            self.changed[(kind, node_id)] = Row(UPSERT, self._in_chroma(kind, node_id),
+                                                np.asarray(vector, dtype=np.float32), document, metadata)
+
+    def update(self, kind: str, ids: list[str], metadatas: list[dict]) -> None:
+        for node_id, metadata in zip(ids, metadatas):
+            old = self._old(kind, node_id)
+            if old is not None and old.op == UPSERT:  # not in Chroma yet: the staged upsert carries the metadata
+                self.changed[(kind, node_id)] = replace(old, metadata=metadata)
+            elif old is None or old.op == META:
+                self.changed[(kind, node_id)] = Row(META, True, metadata=metadata)
+
+    def delete(self, kind: str, ids: list[str]) -> None:
+        for node_id in ids:
+            old = self._old(kind, node_id)
+            # staged and never written: the two cancel out (a swipe's event never reaches Chroma)
+            in_chroma = old.in_chroma if old is not None else True
+            self.changed[(kind, node_id)] = Row(DELETE, True) if in_chroma else None
+
+    def write(self, conn) -> None:
+        if not self.changed:
+            return
+        conn.executemany("DELETE FROM vector_pending WHERE chat_id=? AND kind=? AND node_id=?",
+                         [(self.chat_id, kind, node_id) for kind, node_id in self.changed])
+        conn.executemany(_INSERT, [(self.chat_id, kind, node_id, *_columns(row))
+                                   for (kind, node_id), row in self.changed.items() if row is not None])
+
+
+_INSERT = ("INSERT INTO vector_pending (chat_id, kind, node_id, op, in_chroma, vector, document, metadata) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def _columns(row: Row) -> tuple:
+    return (row.op, int(row.in_chroma), None if row.vector is None else row.vector.astype(np.float32).tobytes(),
+            row.document, None if row.metadata is None else json.dumps(row.metadata))
+
+
+def _row(op: str, in_chroma, blob, document, metadata) -> Row:
+    vector = None if blob is None else np.frombuffer(bytes(blob), dtype=np.float32).copy()
+    return Row(op, bool(in_chroma), vector, document, None if metadata is None else json.loads(metadata))
+
+
+class PendingWrites:
+    """The staged rows of the chats of one store, as this process last read or wrote them."""
+
+    def __init__(self, store):
+        self.store = store
+        self._rows: dict[str, dict[str, dict[str, Row]]] = {}  # chat -> collection kind -> id -> row
+        self._views: dict[tuple[str, str], View] = {}
+
+    def rows(self, chat_id: str) -> dict[str, dict[str, Row]]:
+        found = self._rows.get(chat_id)
+        if found is None:
+            found = self._rows[chat_id] = self.read(self.store.conn, chat_id)
+        return found
+
+    @staticmethod
+    def read(conn, chat_id: str) -> dict[str, dict[str, Row]]:
+        rows: dict[str, dict[str, Row]] = {}
+        for kind, node_id, *columns in conn.execute(
+                "SELECT kind, node_id, op, in_chroma, vector, document, metadata FROM vector_pending "
+                "WHERE chat_id=?", (chat_id,)):
+            rows.setdefault(kind, {})[node_id] = _row(*columns)
+        return rows
+
+    def count(self, chat_id: str) -> int:
+        return sum(len(r) for r in self.rows(chat_id).values())
+
+    def view(self, chat_id: str, kind: str) -> View:
+        found = self._views.get((chat_id, kind))
+        if found is None:
+            rows = self.rows(chat_id).get(kind)
+            found = self._views[(chat_id, kind)] = View(rows) if rows else EMPTY
+        return found
+
+    def batch(self, chat_id: str, indexed) -> Batch:
+        return Batch(chat_id, self.rows(chat_id), indexed)
+
+    def take(self, batch: Batch) -> None:
+        """The batch landed in the store: the same rows in memory (a new map, so a search never sees half)."""
+        if not batch.changed:
+            return
+        rows = {kind: dict(found) for kind, found in self.rows(batch.chat_id).items()}
+        for (kind, node_id), row in batch.changed.items():
+            if row is None:
+                rows.get(kind, {}).pop(node_id, None)
+            else:
+                rows.setdefault(kind, {})[node_id] = row
+        self._set(batch.chat_id, rows)
+
+    def flush(self, chat_id: str, collection) -> int:
+        """Write the chat's staged rows to Chroma (`collection(kind)` gives the collection) and clear them: read in a
+        transaction that holds the chat's lock, so another process can neither stage nor flush beside it. If Chroma
+        fails, the transaction rolls back and the rows stay for the next try (every write here is idempotent)."""
+        with self.store.transaction(chat_id) as conn:
+            rows = self.read(conn, chat_id)
+            for kind, found in rows.items():
+                _write(collection(kind), found)
+            conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
+        self._set(chat_id, {})
+        return sum(len(r) for r in rows.values())
+
+    def chats(self) -> list[str]:
+        """The chats this process knows to have staged rows."""
+        return [c for c, rows in self._rows.items() if any(rows.values())]
+
+    def _set(self, chat_id: str, rows: dict[str, dict[str, Row]]) -> None:
+        self._rows[chat_id] = rows
+        for key in [k for k in self._views if k[0] == chat_id]:
+            del self._views[key]
+
+    def forget(self, chat_id: str) -> None:
+        """Read the chat's rows from the store again on next use (another process may have staged or flushed)."""
+        self._rows.pop(chat_id, None)
+        for key in [k for k in self._views if k[0] == chat_id]:
+            del self._views[key]
+
+    def drop(self, conn, chat_id: str) -> None:
+        conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
+        self.forget(chat_id)
+
+
+def _write(collection, rows: dict[str, Row]) -> None:
+    """One collection's rows: deletes, then upserts, then metadata updates (each id has one row)."""
+    deletes = [i for i, r in rows.items() if r.op == DELETE]
+    upserts = [(i, r) for i, r in rows.items() if r.op == UPSERT]
+    metas = [(i, r) for i, r in rows.items() if r.op == META]
+    if deletes:
+        collection.delete(ids=deletes)
+    if upserts:
+        collection.upsert(ids=[i for i, _ in upserts], embeddings=np.stack([r.vector for _, r in upserts]),
+                          documents=[r.document for _, r in upserts], metadatas=[r.metadata for _, r in upserts])
+    if metas:
+        collection.update(ids=[i for i, _ in metas], metadatas=[r.metadata for _, r in metas])
