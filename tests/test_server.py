@@ -195,8 +195,13 @@ def test_one_writer_per_chat_and_chats_in_parallel(served):
 def test_a_job_can_be_cancelled_between_steps(tmp_path):
     gate = threading.Semaphore(0)
     base = scripted_model()
+    entered = []  # one entry per model call begun
+    third_in_flight = threading.Event()
 
     def slow(messages, info):
+        entered.append(1)
+        if len(entered) == 3:
+            third_in_flight.set()
         gate.acquire(timeout=10)
         return base.function(messages, info)
 
@@ -209,10 +214,10 @@ def test_a_job_can_be_cancelled_between_steps(tmp_path):
         job = client.post("/chats/c/sync", json={"messages": as_json(scripted_chat(20))}).json()["job"]
         gate.release()
         gate.release()
-        for _ in range(500):
-            if client.get(f"/jobs/{job['id']}").json()["progress"]["done"] >= 2:
-                break
-            threading.Event().wait(0.01)
+        # the third step is in flight (its model call begun) when the cancel comes: waiting on the progress count
+        # raced the job thread's way from one step to the next
+        assert third_in_flight.wait(10)
+        assert client.get(f"/jobs/{job['id']}").json()["progress"]["done"] == 2
         assert client.post(f"/jobs/{job['id']}/cancel").json()["message"] == "cancel requested"
         gate.release()  # the step in flight finishes; no further step starts
         done = wait(client, job)
