@@ -69,10 +69,11 @@ def test_a_reply_is_staged_searched_at_once_and_flushed_in_one_call_per_kind(mem
     assert calls == []  # nothing written to Chroma yet
     assert _staged(memory) == {("mc_", "ev2", "upsert"), ("mc_", "mira", "meta"), ("ms_", "ev2", "upsert")}
     assert index.query("road", "bridge at dusk", 1)[0][0] == "ev2"  # searched from the staged rows
+    assert index.status("road")["staged"] == 3 and index.status("road")["indexed"] == 3  # staged counts: searched
     assert "ev2" in dict(index.query_sources("road", "line 3 of the road", 5))
     assert index.flush("road") == 3
     assert sorted(calls) == sorted([("upsert", nodes.name), ("update", nodes.name), ("upsert", sources.name)])
-    assert _staged(memory) == set()
+    assert _staged(memory) == set() and index.status("road")["staged"] == 0
     vector_after, document_after, metadata_after = _stored(nodes, "mira")
     assert np.allclose(vector_after, vector_before) and document_after == document_before
     assert metadata_after == node_metadata(memory.graph("road").get("mira"))

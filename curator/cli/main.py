@@ -347,8 +347,9 @@ def vectors_status(chat: ChatOpt, json_: JsonOpt = False) -> None:
         # a profile key is provider:model:dimension; without a dimension it would end in a bare colon
         made, configured = (str(p).rstrip(":") if p else "nothing yet" for p in (data["profile"],
                                                                                   data["current_profile"]))
+        staged = f"; {data['staged']} writes staged for Chroma's next batch" if data["staged"] else ""
         console.out.print(f"{chat}: {data['indexed']}/{data['nodes']} nodes indexed with {made} "
-                          f"(configured: {configured})")
+                          f"(configured: {configured}){staged}")
 
 
 def _floor_range(text: str) -> tuple[int, int]:

@@ -378,9 +378,11 @@ class VectorIndex(VectorSearch, VectorWrites):
     def status(self, chat_id: str) -> dict:
         profile_key, hashes = self._state(chat_id)
         total = len(self.store.graph(chat_id).nodes(archived=None))
+        staged = self.store.conn.execute("SELECT COUNT(*) FROM vector_pending WHERE chat_id=?", (chat_id,)).fetchone()[0]
         return {"chat": chat_id, "profile": profile_key, "current_profile": self.profile.key,
                 "indexed": sum(1 for c, _, _ in hashes.values() if c), "sources": sum(1 for *_, s in hashes.values() if s),
-                "nodes": total, "stale_profile": profile_key not in (None, self.profile.key)}
+                "nodes": total, "stale_profile": profile_key not in (None, self.profile.key),
+                "staged": staged}  # writes waiting for Chroma's next batch (searched already)
 
 
 _INSERT_HASH = "INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_hash) VALUES (?, ?, ?, ?)"
