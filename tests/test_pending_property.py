@@ -98,7 +98,7 @@ def _same_search(pending, staged_col, direct_col) -> None:
     found = []
     if count:
         result = staged_col.query(query_embeddings=[query], n_results=len(IDS) + len(view.shadow))
-        found = [(i, 1 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i not in view.shadow]
+        found = [(i, 1 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i not in view.hidden]
     found = sorted(found + view.search(query, len(IDS)), key=lambda p: -p[1])[:len(IDS)]
     expected = []
     if direct_col.count():

@@ -132,6 +132,17 @@ def test_staged_writes_survive_a_crash_and_the_next_process_flushes_them(memory,
     assert index.flush("road") == 0  # this process's memory of them is stale; the store says there are none
 
 
+def test_a_row_another_process_flushed_is_answered_once(memory):
+    index = _reply_chat(memory)
+    _reply(memory)
+    with curator.open(memory.store.data_dir) as other:
+        assert other.index.query("road", "bridge at dusk", 1)[0][0] == "ev2"  # it has read the staged rows
+        assert other.index.pending.count("road") == 3
+        index.flush("road")  # this process writes them to Chroma; the other's memory still holds them
+        found = [i for i, _ in other.index.query("road", "bridge at dusk", 5)]
+        assert found[0] == "ev2" and found.count("ev2") == 1
+
+
 def test_enough_staged_rows_are_flushed_by_the_sync_that_reaches_the_limit(memory, monkeypatch):
     index = _reply_chat(memory)
     monkeypatch.setattr("curator.vectors.index.FLUSH_ROWS", 5)

@@ -44,6 +44,9 @@ class View:
         self.shadow = frozenset(i for i, r in rows.items() if r.in_chroma and r.op != META)
         live = [(i, r.vector) for i, r in rows.items() if r.op == UPSERT]
         self.ids = [i for i, _ in live]
+        # Chroma's copy of a staged id is never an answer: stale, or (another process flushed the row since this
+        # one read it) the same as the staged row, which is scored here
+        self.hidden = self.shadow | frozenset(self.ids)
         if live:
             matrix = np.stack([v for _, v in live]).astype(np.float32)
             self.matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)

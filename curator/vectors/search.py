@@ -107,7 +107,7 @@ class VectorSearch:
                 self._forget_handles(chat_id)
                 collection = self._collection(chat_id, kind)
                 result = collection.query(query_embeddings=[vectors[text]], n_results=asked, include=["distances"])
-            found = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i not in staged.shadow]
+            found = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i not in staged.hidden]
         if staged.ids:
             found.extend(staged.search(vectors[text], k))
             found.sort(key=lambda pair: -pair[1])
