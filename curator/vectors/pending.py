@@ -133,7 +133,7 @@ class PendingWrites:
     def __init__(self, store):
         self.store = store
         self._rows: dict[str, dict[str, dict[str, Row]]] = {}  # chat -> collection kind -> id -> row
-        self._views: dict[tuple[str, str], View] = {}
+        self._views: dict[tuple[str, str], tuple[dict, View]] = {}  # (chat, kind) -> (the rows it was made from, view)
 
     def rows(self, chat_id: str) -> dict[str, dict[str, Row]]:
         found = self._rows.get(chat_id)
@@ -154,10 +154,14 @@ class PendingWrites:
         return sum(len(r) for r in self.rows(chat_id).values())
 
     def view(self, chat_id: str, kind: str) -> View:
-        found = self._views.get((chat_id, kind))
-        if found is None:
-            rows = self.rows(chat_id).get(kind)
-            found = self._views[(chat_id, kind)] = View(rows) if rows else EMPTY
+        """Kept with the map it was made from: a sync in another thread replaces the map (never changes it), so a
+        view made from the old one is never taken for the new."""
+        rows = self.rows(chat_id)
+        made = self._views.get((chat_id, kind))
+        if made is not None and made[0] is rows:
+            return made[1]
+        found = View(rows[kind]) if rows.get(kind) else EMPTY
+        self._views[(chat_id, kind)] = (rows, found)
         return found
 
     def batch(self, chat_id: str, indexed) -> Batch:
@@ -193,14 +197,10 @@ class PendingWrites:
 
     def _set(self, chat_id: str, rows: dict[str, dict[str, Row]]) -> None:
         self._rows[chat_id] = rows
-        for key in [k for k in self._views if k[0] == chat_id]:
-            del self._views[key]
 
     def forget(self, chat_id: str) -> None:
         """Read the chat's rows from the store again on next use (another process may have staged or flushed)."""
         self._rows.pop(chat_id, None)
-        for key in [k for k in self._views if k[0] == chat_id]:
-            del self._views[key]
 
     def drop(self, conn, chat_id: str) -> None:
         conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
