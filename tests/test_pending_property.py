@@ -46,7 +46,7 @@ def test_staged_writes_end_as_direct_writes(tmp_path_factory, steps):
     name = path.name.replace("_", "-")[-40:]
     staged_col = client.create_collection(f"s-{name}", metadata={"hnsw:space": "cosine"}, embedding_function=None)
     direct_col = client.create_collection(f"d-{name}", metadata={"hnsw:space": "cosine"}, embedding_function=None)
-    direct = Direct(lambda kind: direct_col)
+    direct = Direct("c", lambda kind: direct_col, {})
     pending = PendingWrites(store)
     present: dict[str, bool] = {}  # what the direct side holds, so a metadata update is only of a held id
     indexed: set[str] = set()  # ids the index holds (in Chroma or staged), as a sync's hashes would say

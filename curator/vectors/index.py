@@ -275,11 +275,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         else:
             staged = None
             self.flush(chat_id)  # what is staged is older than these changes: it goes first
-            sink = Direct(lambda kind: self._collection(chat_id, kind))
-            if vanished:
-                self._counts.pop((chat_id, NODES), None)
-            if vanished or source_gone:
-                self._counts.pop((chat_id, SOURCES), None)
+            sink = Direct(chat_id, lambda kind: self._collection(chat_id, kind), self._counts)
         if vanished:
             sink.delete(NODES, vanished)
             sink.delete(SOURCES, vanished)

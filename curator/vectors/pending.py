@@ -177,7 +177,7 @@ class PendingWrites:
                 rows.get(kind, {}).pop(node_id, None)
             else:
                 rows.setdefault(kind, {})[node_id] = row
-        self._set(batch.chat_id, rows)
+        self._rows[batch.chat_id] = rows
 
     def flush(self, chat_id: str, collection) -> int:
         """Write the chat's staged rows to Chroma (`collection(kind)` gives the collection) and clear them: read in a
@@ -188,15 +188,12 @@ class PendingWrites:
             for kind, found in rows.items():
                 _write(collection(kind), found)
             conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
-        self._set(chat_id, {})
+        self._rows[chat_id] = {}
         return sum(len(r) for r in rows.values())
 
     def chats(self) -> list[str]:
         """The chats this process knows to have staged rows."""
         return [c for c, rows in self._rows.items() if any(rows.values())]
-
-    def _set(self, chat_id: str, rows: dict[str, dict[str, Row]]) -> None:
-        self._rows[chat_id] = rows
 
     def forget(self, chat_id: str) -> None:
         """Read the chat's rows from the store again on next use (another process may have staged or flushed)."""

@@ -17,23 +17,27 @@ def node_metadata(node: Node) -> dict:
 
 
 class Direct:
-    """A sink that writes to the chat's Chroma collections now (`collection(kind)` gives one)."""
+    """A sink that writes to the chat's Chroma collections now (`collection(kind)` gives one), keeping the index's
+    vector counts (`counts`, (chat, kind) -> a lower bound) true."""
 
-    def __init__(self, collection: Callable[[str], object]):
-        self._collection = collection
+    def __init__(self, chat_id: str, collection: Callable[[str], object], counts: dict):
+        self._chat_id, self._collection, self._counts = chat_id, collection, counts
 
     def upsert(self, kind: str, ids: list[str], vectors, documents: list[str], metadatas: list[dict]) -> None:
         self._collection(kind).upsert(ids=ids, embeddings=vectors, documents=documents, metadatas=metadatas)
+        key = (self._chat_id, kind)
+        self._counts[key] = max(self._counts.get(key, 0), len(ids))
 
     def update(self, kind: str, ids: list[str], metadatas: list[dict]) -> None:
         self._collection(kind).update(ids=ids, metadatas=metadatas)
 
     def delete(self, kind: str, ids: list[str]) -> None:
+        self._counts.pop((self._chat_id, kind), None)  # asked of Chroma again on next use
         self._collection(kind).delete(ids=ids)
 
 
 class VectorWrites:
-    """Mixed into `VectorIndex`, which gives it `function`, `messages`, `profile` and `_counts`."""
+    """Mixed into `VectorIndex`, which gives it `function`, `messages` and `profile`."""
 
     def _write(self, chat_id: str, sink, items: list, source_items: list, to_update: list,
                lines: dict[int, str], report, kept: dict, progress: Callable[[int, int], None] | None) -> None:
@@ -55,9 +59,6 @@ class VectorWrites:
                 if embedded:
                     sink.upsert(kind, [n.id for (n, *_), _ in embedded], [v for _, v in embedded],
                                 [item[-1] for item, _ in embedded], [node_metadata(n) for (n, *_), _ in embedded])
-                    if isinstance(sink, Direct):
-                        key = (chat_id, kind)
-                        self._counts[key] = max(self._counts.get(key, 0), len(embedded))
             if progress:
                 progress(min(start + len(batch), len(work)), len(work))
         report.updated_metadata = len(to_update)
