@@ -1,6 +1,6 @@
 """Staged vector writes against writing each change to Chroma at once: for any sequence of upserts, metadata
 updates and deletes, with flushes anywhere in it, a search sees what the direct collection would answer, and after
-the last flush Chroma holds the same ids, vectors, documents and metadata (real SQLite store, real Chroma)."""
+the last flush Chroma holds the same ids, vectors and metadata (real SQLite store, real Chroma)."""
 
 from __future__ import annotations
 
@@ -30,9 +30,8 @@ def _vector(seed: int) -> np.ndarray:
 
 
 def _held(collection) -> dict:
-    got = collection.get(include=["embeddings", "documents", "metadatas"])
-    return {i: (np.round(np.asarray(v), 5).tolist(), d, m)
-            for i, v, d, m in zip(got["ids"], got["embeddings"], got["documents"], got["metadatas"])}
+    got = collection.get(include=["embeddings", "metadatas"])
+    return {i: (np.round(np.asarray(v), 5).tolist(), m) for i, v, m in zip(got["ids"], got["embeddings"], got["metadatas"])}
 
 
 @settings(max_examples=60, deadline=None, derandomize=True,  # the same examples on every run: CI never flakes
@@ -60,7 +59,7 @@ def test_staged_writes_end_as_direct_writes(tmp_path_factory, steps):
             batch = pending.batch("c", lambda kind, i: i in indexed)
             if op == "upsert":
                 # the same metadata keys as an update (as a node's always are): Chroma's upsert merges keys
-                args = ("mc_", [node_id], [_vector(seed)], [f"doc {seed}"], [{"n": seed, "moved": False}])
+                args = ("mc_", [node_id], [_vector(seed)], [{"n": seed, "moved": False}])
                 batch.upsert(*args)
                 direct.upsert(*args)
                 present[node_id] = True
@@ -85,7 +84,7 @@ def test_staged_writes_end_as_direct_writes(tmp_path_factory, steps):
 
 
 def _plain(rows: dict) -> dict:
-    return {(kind, i): (r.op, r.in_chroma, None if r.vector is None else r.vector.tolist(), r.document, r.metadata)
+    return {(kind, i): (r.op, r.in_chroma, None if r.vector is None else r.vector.tolist(), r.metadata)
             for kind, found in rows.items() for i, r in found.items()}
 
 

@@ -27,9 +27,9 @@ def _count_writes(monkeypatch) -> list[tuple[str, str]]:
     return calls
 
 
-def _stored(collection, node_id: str) -> tuple[list, str, dict]:
-    got = collection.get(ids=[node_id], include=["embeddings", "documents", "metadatas"])
-    return np.asarray(got["embeddings"][0]).tolist(), got["documents"][0], got["metadatas"][0]
+def _stored(collection, node_id: str) -> tuple[list, dict]:
+    got = collection.get(ids=[node_id], include=["embeddings", "metadatas"])
+    return np.asarray(got["embeddings"][0]).tolist(), got["metadatas"][0]
 
 
 def _staged(memory) -> set[tuple[str, str, str]]:
@@ -53,7 +53,7 @@ def _reply_chat(memory):
 
 
 def _reply(memory, floor: int = 3) -> None:
-    """The usual reply: a new event, and the character's floors move (metadata only: its document is unchanged)."""
+    """The usual reply: a new event, and the character's floors move (nothing Chroma keeps of it changes)."""
     memory.commit("road", [
         {"op": "create_node", "id": "ev2", "type": "event", "title": "Summary 2",
          "fields": {"summary": "Mira crossed the bridge at dusk."}, "floor_from": floor, "floor_to": floor},
@@ -63,21 +63,23 @@ def _reply(memory, floor: int = 3) -> None:
 def test_a_reply_is_staged_searched_at_once_and_flushed_in_one_call_per_kind(memory, monkeypatch):
     index = _reply_chat(memory)
     nodes, sources = index._collection("road"), index._collection("road", "ms_")
-    vector_before, document_before, _ = _stored(nodes, "mira")
+    vector_before, metadata_before = _stored(nodes, "mira")
     calls = _count_writes(monkeypatch)
     _reply(memory)
     assert calls == []  # nothing written to Chroma yet
-    assert _staged(memory) == {("mc_", "ev2", "upsert"), ("mc_", "mira", "meta"), ("ms_", "ev2", "upsert")}
+    # the character's floors moved, which Chroma does not keep: no write for it
+    assert _staged(memory) == {("mc_", "ev2", "upsert"), ("ms_", "ev2", "upsert")}
     assert index.query("road", "bridge at dusk", 1)[0][0] == "ev2"  # searched from the staged rows
-    assert index.status("road")["staged"] == 3 and index.status("road")["indexed"] == 3  # staged counts: searched
+    assert index.status("road")["staged"] == 2 and index.status("road")["indexed"] == 3  # staged counts: searched
     assert "ev2" in dict(index.query_sources("road", "line 3 of the road", 5))
-    assert index.flush("road") == 3
-    assert sorted(calls) == sorted([("upsert", nodes.name), ("update", nodes.name), ("upsert", sources.name)])
+    assert index.flush("road") == 2
+    assert sorted(calls) == sorted([("upsert", nodes.name), ("upsert", sources.name)])
     assert _staged(memory) == set() and index.status("road")["staged"] == 0
-    vector_after, document_after, metadata_after = _stored(nodes, "mira")
-    assert np.allclose(vector_after, vector_before) and document_after == document_before
-    assert metadata_after == node_metadata(memory.graph("road").get("mira"))
-    assert metadata_after["floor_to"] == 3
+    vector_after, metadata_after = _stored(nodes, "mira")
+    assert np.allclose(vector_after, vector_before) and metadata_after == metadata_before
+    assert metadata_after == node_metadata(memory.graph("road").get("mira")) == {"type": "character_sheet",
+                                                                                 "archived": False}
+    assert nodes.get(ids=["ev2"], include=["documents"])["documents"] == [None]  # Chroma keeps no text
     assert index.query("road", "bridge at dusk", 1)[0][0] == "ev2"  # now from Chroma
     assert sources.get(ids=["ev2"])["ids"] == ["ev2"]
 
@@ -87,12 +89,11 @@ def test_a_staged_event_rolled_back_never_reaches_chroma(memory, monkeypatch):
     calls = _count_writes(monkeypatch)
     _reply(memory)
     memory.rollback("road", 3)  # a swipe: the event goes before its batch did
-    assert _staged(memory) == {("mc_", "mira", "meta")}  # the character moved back: its metadata is rewritten
+    assert _staged(memory) == set()  # and the character only moved back: nothing is left to write
     assert "ev2" not in dict(index.query("road", "bridge at dusk", 5))
-    index.flush("road")
-    assert calls == [("update", index._collection("road").name)]
+    assert index.flush("road") == 0
+    assert calls == []
     assert index._collection("road").get(ids=["ev2"])["ids"] == []
-    assert _stored(index._collection("road"), "mira")[2]["floor_to"] == 1
 
 
 def test_a_rolled_back_node_is_hidden_before_chroma_forgets_it(memory):
@@ -137,7 +138,7 @@ def test_a_row_another_process_flushed_is_answered_once(memory):
     _reply(memory)
     with curator.open(memory.store.data_dir) as other:
         assert other.index.query("road", "bridge at dusk", 1)[0][0] == "ev2"  # it has read the staged rows
-        assert other.index.pending.count("road") == 3
+        assert other.index.pending.count("road") == 2
         index.flush("road")  # this process writes them to Chroma; the other's memory still holds them
         found = [i for i, _ in other.index.query("road", "bridge at dusk", 5)]
         assert found[0] == "ev2" and found.count("ev2") == 1
@@ -174,24 +175,28 @@ def test_a_failed_flush_keeps_its_rows_for_the_next(memory, monkeypatch):
         pass
     else:
         raise AssertionError("the flush should have failed")
-    assert len(_staged(memory)) == 3
+    assert len(_staged(memory)) == 2
     assert index.query("road", "bridge at dusk", 1)[0][0] == "ev2"
     monkeypatch.setattr(Collection, "upsert", original)
-    assert index.flush("road") == 3
-    assert _stored(index._collection("road"), "mira")[2]["floor_to"] == 3
+    assert index.flush("road") == 2
+    assert index._collection("road").get(ids=["ev2"])["ids"] == ["ev2"]
 
 
-def test_the_moved_character_is_written_even_when_the_event_fails_to_embed(memory, monkeypatch):
+def test_an_archived_character_is_written_even_when_the_event_fails_to_embed(memory, monkeypatch):
     index = _reply_chat(memory)
     nodes = index._collection("road")
+    assert "mira" in dict(index.neighbours("road", "ev1", 5, where={"archived": False}))
 
     def broken(texts):
         raise RuntimeError("the embedder is down")
 
     monkeypatch.setattr(index.function.embedder, "embed_documents", broken)
     _reply(memory)
+    memory.commit("road", [{"op": "archive_node", "id": "mira"}], 3, "test")
+    assert ("mc_", "mira", "meta") in _staged(memory)  # what consolidation's filter reads changed: written
     index.flush("road")
-    assert _stored(nodes, "mira")[2]["floor_to"] == 3
+    assert _stored(nodes, "mira")[1] == {"type": "character_sheet", "archived": True}
+    assert "mira" not in dict(index.neighbours("road", "ev1", 5, where={"archived": False}))
     assert nodes.get(ids=["ev2"])["ids"] == []
     monkeypatch.undo()
     assert index.sync("road").embedded == 1  # the failed event is tried again
@@ -214,7 +219,25 @@ def test_a_character_over_the_whole_chat_asks_for_no_messages(memory, monkeypatc
          "fields": {"summary": "Mira reached the sea."}, "floor_from": 39, "floor_to": 39},
         {"op": "update_node", "id": "mira", "floor_to": 39}], 39, "test")
     assert asked == [{38, 39}]
+    assert _staged(memory) == {("mc_", "ev39", "upsert"), ("ms_", "ev39", "upsert")}  # mira's move: no write
     index.flush("road")
+    assert index._collection("road", "ms_").get(ids=["ev39"])["ids"] == ["ev39"]
+
+
+def test_rows_gathered_past_a_batch_are_flushed_in_calls_chroma_accepts(memory, monkeypatch):
+    """While Chroma fails, syncs go on staging; the flush that follows writes them in calls of CALL_ROWS (Chroma
+    refuses a call of more than about 5,000)."""
+    index = _reply_chat(memory)
+    monkeypatch.setattr("curator.vectors.index.FLUSH_ROWS", 100)
+    monkeypatch.setattr("curator.vectors.pending.CALL_ROWS", 2)
+    memory.store.set_messages_from("road", 6, [Message("assistant", "Mira", f"line {f}") for f in range(6, 12)])
+    for floor in (6, 8, 10):
+        memory.commit("road", [{"op": "create_node", "id": f"ev{floor}", "type": "event", "title": f"S{floor}",
+                                "fields": {"summary": f"Mira rested at stone {floor}."}, "floor_from": floor,
+                                "floor_to": floor}], floor, "test")
+    calls = _count_writes(monkeypatch)
+    assert index.flush("road") == 6
     nodes, sources = index._collection("road"), index._collection("road", "ms_")
-    assert _stored(nodes, "mira")[2]["floor_to"] == 39
-    assert sources.get(ids=["ev39"])["ids"] == ["ev39"]
+    assert sorted(calls) == sorted([("upsert", nodes.name)] * 2 + [("upsert", sources.name)] * 2)
+    for collection in (nodes, sources):
+        assert set(collection.get(ids=["ev6", "ev8", "ev10"])["ids"]) == {"ev6", "ev8", "ev10"}

@@ -215,16 +215,18 @@ class VectorIndex(VectorSearch, VectorWrites):
         if (stamp[1] != graph_version and graph is None) or floor is None:
             return None
         ids = (set(graph.nodes) if graph is not None else set()) | pending  # failed last time: tried again
-        conn = self.store.conn
-        if floor is not False:
-            ids.update(r[0] for r in conn.execute("SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ?",
-                                                  (chat_id, floor)))
+        schema = self.store.chat(chat_id).schema
+        events = sorted(_event_types(schema))
+        if floor is not False and events:  # messages rewritten from `floor`: only an event's source can change
+            ids.update(r[0] for r in self.store.conn.execute(
+                f"SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ? AND type IN ({', '.join('?' * len(events))})",
+                (chat_id, floor, *events)))
         nodes = _fetch(self.store.graph(chat_id), ids)
         wanted = _source_reach(nodes)
         lines = self.message_lines(chat_id, wanted) if len(wanted) < 5000 else self.message_lines(chat_id)
         vanished = sorted(i for i in ids if i in hashes and i not in {n.id for n in nodes})
         before = {i: hashes[i] for i in ids if i in hashes}
-        after, staged = self._reconcile(chat_id, self.store.chat(chat_id).schema, nodes, lines, before, vanished,
+        after, staged = self._reconcile(chat_id, schema, nodes, lines, before, vanished,
                                         None, report, progress, stage=True)
         changed = {i: v for i, v in after.items() if before.get(i) != v}
         self._save_changes(chat_id, changed, vanished, staged)
@@ -243,7 +245,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         hashes the nodes now have, and the batch of staged writes when `stage` and the changes fit one (else they
         went to Chroma). An archived leaf's source is combined only when its messages are embedded already, or
         when recall asks for it (`leaves`, see `embed_sources`): until then it has none."""
-        events = {name for name, spec in schema.types.items() if spec.identity == "event"}
+        events = _event_types(schema)
         items, to_update, kept = [], [], {}
         source_items, source_gone = [], []
         for node in nodes:
@@ -396,6 +398,11 @@ def _indexed(hashes: dict, kind: str, node_id: str) -> bool:
     """Whether the index held the node's vector (or its source's) before this sync: in Chroma, or staged."""
     content, _, source = hashes.get(node_id, (None, None, ""))
     return content is not None if kind == NODES else bool(source)
+
+
+def _event_types(schema) -> set[str]:
+    """The types whose nodes have a source (their floors' messages): only they change when messages do."""
+    return {name for name, spec in schema.types.items() if spec.identity == "event"}
 
 
 def _source_reach(nodes: list[Node]) -> set[int]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 FLUSH_ROWS = 64  # staged rows of a chat that start a flush (a dot product over them costs ~10 us per search)
+CALL_ROWS = 1000  # rows per Chroma call of a flush (its limit is near 5,000)
 UPSERT, META, DELETE = "upsert", "meta", "delete"
 
 
@@ -32,7 +33,6 @@ class Row:
     op: str  # upsert | meta (metadata only, the vector Chroma holds stays) | delete
     in_chroma: bool  # Chroma holds a copy of the id from before (a search must leave it out)
     vector: np.ndarray | None = None
-    document: str | None = None
     metadata: dict | None = None
 
 
@@ -84,10 +84,10 @@ class Batch:
         old = self._old(kind, node_id)
         return old.in_chroma if old is not None else self._indexed(kind, node_id)
 
-    def upsert(self, kind: str, ids: list[str], vectors, documents: list[str], metadatas: list[dict]) -> None:
-        for node_id, vector, document, metadata in zip(ids, vectors, documents, metadatas):
+    def upsert(self, kind: str, ids: list[str], vectors, metadatas: list[dict]) -> None:
+        for node_id, vector, metadata in zip(ids, vectors, metadatas):
             self.changed[(kind, node_id)] = Row(UPSERT, self._in_chroma(kind, node_id),
-                                                np.asarray(vector, dtype=np.float32), document, metadata)
+                                                np.asarray(vector, dtype=np.float32), metadata)
 
     def update(self, kind: str, ids: list[str], metadatas: list[dict]) -> None:
         for node_id, metadata in zip(ids, metadatas):
@@ -113,18 +113,18 @@ class Batch:
                                    for (kind, node_id), row in self.changed.items() if row is not None])
 
 
-_INSERT = ("INSERT INTO vector_pending (chat_id, kind, node_id, op, in_chroma, vector, document, metadata) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT = ("INSERT INTO vector_pending (chat_id, kind, node_id, op, in_chroma, vector, metadata) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?)")  # `document` (migration 7) stays NULL: Chroma gets no documents
 
 
 def _columns(row: Row) -> tuple:
     return (row.op, int(row.in_chroma), None if row.vector is None else row.vector.astype(np.float32).tobytes(),
-            row.document, None if row.metadata is None else json.dumps(row.metadata))
+            None if row.metadata is None else json.dumps(row.metadata))
 
 
-def _row(op: str, in_chroma, blob, document, metadata) -> Row:
+def _row(op: str, in_chroma, blob, metadata) -> Row:
     vector = None if blob is None else np.frombuffer(bytes(blob), dtype=np.float32).copy()
-    return Row(op, bool(in_chroma), vector, document, None if metadata is None else json.loads(metadata))
+    return Row(op, bool(in_chroma), vector, None if metadata is None else json.loads(metadata))
 
 
 class PendingWrites:
@@ -145,7 +145,7 @@ class PendingWrites:
     def read(conn, chat_id: str) -> dict[str, dict[str, Row]]:
         rows: dict[str, dict[str, Row]] = {}
         for kind, node_id, *columns in conn.execute(
-                "SELECT kind, node_id, op, in_chroma, vector, document, metadata FROM vector_pending "
+                "SELECT kind, node_id, op, in_chroma, vector, metadata FROM vector_pending "
                 "WHERE chat_id=?", (chat_id,)):
             rows.setdefault(kind, {})[node_id] = _row(*columns)
         return rows
@@ -205,14 +205,15 @@ class PendingWrites:
 
 
 def _write(collection, rows: dict[str, Row]) -> None:
-    """One collection's rows: deletes, then upserts, then metadata updates (each id has one row)."""
+    """One collection's rows: deletes, then upserts, then metadata updates (each id has one row), in calls of at
+    most CALL_ROWS (rows gather past FLUSH_ROWS while Chroma fails, and Chroma refuses too big a batch)."""
     deletes = [i for i, r in rows.items() if r.op == DELETE]
     upserts = [(i, r) for i, r in rows.items() if r.op == UPSERT]
     metas = [(i, r) for i, r in rows.items() if r.op == META]
-    if deletes:
-        collection.delete(ids=deletes)
-    if upserts:
-        collection.upsert(ids=[i for i, _ in upserts], embeddings=np.stack([r.vector for _, r in upserts]),
-                          documents=[r.document for _, r in upserts], metadatas=[r.metadata for _, r in upserts])
-    if metas:
-        collection.update(ids=[i for i, _ in metas], metadatas=[r.metadata for _, r in metas])
+    for start in range(0, len(deletes), CALL_ROWS):
+        collection.delete(ids=deletes[start:start + CALL_ROWS])
+    for part in (upserts[s:s + CALL_ROWS] for s in range(0, len(upserts), CALL_ROWS)):
+        collection.upsert(ids=[i for i, _ in part], embeddings=np.stack([r.vector for _, r in part]),
+                          metadatas=[r.metadata for _, r in part])
+    for part in (metas[s:s + CALL_ROWS] for s in range(0, len(metas), CALL_ROWS)):
+        collection.update(ids=[i for i, _ in part], metadatas=[r.metadata for _, r in part])

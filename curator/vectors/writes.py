@@ -12,8 +12,11 @@ from curator.vectors.search import NODES, SOURCES
 
 
 def node_metadata(node: Node) -> dict:
-    return {"type": node.type, "level": node.level, "archived": node.archived, "parent": node.parent or "",
-            "floor_from": node.floor_from, "floor_to": node.floor_to}
+    """What Chroma keeps of a node beside its vector: what its filters ask (`VectorIndex.neighbours`). No floors,
+    level or parent (the store has them): a character whose floors move with each reply, or an event folded into a
+    summary, then costs the index no write at all. No document either: nothing reads it back, and it cost a quarter
+    of each upsert (bench/README.md, "Sixth round")."""
+    return {"type": node.type, "archived": node.archived}
 
 
 class Direct:
@@ -23,8 +26,8 @@ class Direct:
     def __init__(self, chat_id: str, collection: Callable[[str], object], counts: dict):
         self._chat_id, self._collection, self._counts = chat_id, collection, counts
 
-    def upsert(self, kind: str, ids: list[str], vectors, documents: list[str], metadatas: list[dict]) -> None:
-        self._collection(kind).upsert(ids=ids, embeddings=vectors, documents=documents, metadatas=metadatas)
+    def upsert(self, kind: str, ids: list[str], vectors, metadatas: list[dict]) -> None:
+        self._collection(kind).upsert(ids=ids, embeddings=vectors, metadatas=metadatas)
         key = (self._chat_id, kind)
         self._counts[key] = max(self._counts.get(key, 0), len(ids))
 
@@ -58,7 +61,7 @@ class VectorWrites:
                     report.sources_embedded += len(embedded)
                 if embedded:
                     sink.upsert(kind, [n.id for (n, *_), _ in embedded], [v for _, v in embedded],
-                                [item[-1] for item, _ in embedded], [node_metadata(n) for (n, *_), _ in embedded])
+                                [node_metadata(n) for (n, *_), _ in embedded])
             if progress:
                 progress(min(start + len(batch), len(work)), len(work))
         report.updated_metadata = len(to_update)
