@@ -241,3 +241,36 @@ def test_rows_gathered_past_a_batch_are_flushed_in_calls_chroma_accepts(memory, 
     assert sorted(calls) == sorted([("upsert", nodes.name)] * 2 + [("upsert", sources.name)] * 2)
     for collection in (nodes, sources):
         assert set(collection.get(ids=["ev6", "ev8", "ev10"])["ids"]) == {"ev6", "ev8", "ev10"}
+
+
+def test_an_index_from_when_chroma_kept_six_keys_is_taken_without_a_write(memory, monkeypatch):
+    """Its metadata hashes are of six keys (type, level, archived, parent, floors); Chroma holds the right type and
+    archived, so the next process rewrites the hashes only, and updates a node whose archived changed since."""
+    from curator.vectors.index import _digest, _six_key_meta_digest
+
+    index = _reply_chat(memory)
+    graph = memory.graph("road")
+    with memory.store.transaction() as conn:
+        conn.executemany("UPDATE vector_hashes SET meta_hash=? WHERE chat_id='road' AND node_id=?",
+                         [(_six_key_meta_digest(graph.get(i)), i) for i in ("mira", "ev1")])
+        conn.execute("UPDATE nodes SET archived=1 WHERE chat_id='road' AND id='ev1'")  # as another writer did
+    calls = _count_writes(monkeypatch)
+    with curator.open(memory.store.data_dir) as other:
+        report = other.index.sync("road")
+        assert report.embedded == 0 and report.updated_metadata == 1  # ev1 only: its archived changed
+        other.index.flush("road")
+    assert calls == [("update", index._collection("road").name)]
+    assert _stored(index._collection("road"), "ev1")[1]["archived"] is True
+    hashes = dict(memory.store.conn.execute("SELECT node_id, meta_hash FROM vector_hashes WHERE chat_id='road'"))
+    assert hashes["mira"] == _digest(*node_metadata(graph.get("mira")).values())
+
+
+def test_a_sync_too_big_to_stage_writes_in_calls_chroma_accepts(memory, monkeypatch):
+    index = _reply_chat(memory)
+    monkeypatch.setattr("curator.vectors.index.FLUSH_ROWS", 2)  # so this sync's changes go straight to Chroma
+    monkeypatch.setattr("curator.vectors.pending.CALL_ROWS", 1)
+    calls = _count_writes(monkeypatch)
+    memory.commit("road", [{"op": "archive_node", "id": "mira"}, {"op": "archive_node", "id": "ev1"}], 5, "test")
+    nodes = index._collection("road")
+    assert calls == [("update", nodes.name)] * 2
+    assert [m["archived"] for m in nodes.get(ids=["mira", "ev1"], include=["metadatas"])["metadatas"]] == [True, True]

@@ -45,6 +45,11 @@ def _digest(*parts: object) -> str:
     return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=12).hexdigest()
 
 
+def _six_key_meta_digest(node: Node) -> str:
+    """The metadata hash of an index written when Chroma kept six keys of a node (type, level, archived, parent and
+    floors): a node whose hash is this holds the right type and archived already, so an index from then is
+    taken as it is (its hashes rewritten) rather than updated node by node."""
+    return _digest(node.type, node.level, node.archived, node.parent or "", node.floor_from, node.floor_to)
 
 
 @dataclass
@@ -263,7 +268,7 @@ class VectorIndex(VectorSearch, VectorWrites):
             kept[node.id] = (content, meta, source_hash)
             if old_content != content or forced:
                 items.append((node, document))
-            elif old_meta != meta:
+            elif old_meta != meta and old_meta != _six_key_meta_digest(node):
                 to_update.append((node, document))
             else:
                 report.unchanged += 1

@@ -204,16 +204,18 @@ class PendingWrites:
         self.forget(chat_id)
 
 
+def in_calls(items: list) -> list[list]:
+    """`items` in parts of at most CALL_ROWS, a Chroma call each (Chroma refuses a call of more than about 5,000)."""
+    return [items[start:start + CALL_ROWS] for start in range(0, len(items), CALL_ROWS)]
+
+
 def _write(collection, rows: dict[str, Row]) -> None:
-    """One collection's rows: deletes, then upserts, then metadata updates (each id has one row), in calls of at
-    most CALL_ROWS (rows gather past FLUSH_ROWS while Chroma fails, and Chroma refuses too big a batch)."""
-    deletes = [i for i, r in rows.items() if r.op == DELETE]
-    upserts = [(i, r) for i, r in rows.items() if r.op == UPSERT]
-    metas = [(i, r) for i, r in rows.items() if r.op == META]
-    for start in range(0, len(deletes), CALL_ROWS):
-        collection.delete(ids=deletes[start:start + CALL_ROWS])
-    for part in (upserts[s:s + CALL_ROWS] for s in range(0, len(upserts), CALL_ROWS)):
+    """One collection's rows: deletes, then upserts, then metadata updates (each id has one row), `in_calls` (rows
+    gather past FLUSH_ROWS while Chroma fails)."""
+    for part in in_calls([i for i, r in rows.items() if r.op == DELETE]):
+        collection.delete(ids=part)
+    for part in in_calls([(i, r) for i, r in rows.items() if r.op == UPSERT]):
         collection.upsert(ids=[i for i, _ in part], embeddings=np.stack([r.vector for _, r in part]),
                           metadatas=[r.metadata for _, r in part])
-    for part in (metas[s:s + CALL_ROWS] for s in range(0, len(metas), CALL_ROWS)):
+    for part in in_calls([(i, r) for i, r in rows.items() if r.op == META]):
         collection.update(ids=[i for i, _ in part], metadatas=[r.metadata for _, r in part])

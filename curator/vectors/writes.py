@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from curator.store.graph import Node
 from curator.vectors.messages import combine
+from curator.vectors.pending import in_calls
 from curator.vectors.search import NODES, SOURCES
 
 
@@ -32,11 +33,13 @@ class Direct:
         self._counts[key] = max(self._counts.get(key, 0), len(ids))
 
     def update(self, kind: str, ids: list[str], metadatas: list[dict]) -> None:
-        self._collection(kind).update(ids=ids, metadatas=metadatas)
+        for part in in_calls(list(zip(ids, metadatas))):  # a compaction may archive thousands at once
+            self._collection(kind).update(ids=[i for i, _ in part], metadatas=[m for _, m in part])
 
     def delete(self, kind: str, ids: list[str]) -> None:
         self._counts.pop((self._chat_id, kind), None)  # asked of Chroma again on next use
-        self._collection(kind).delete(ids=ids)
+        for part in in_calls(ids):
+            self._collection(kind).delete(ids=part)
 
 
 class VectorWrites:
