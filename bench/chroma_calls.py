@@ -30,13 +30,12 @@ def measure(client, size: int, rng: np.random.Generator) -> dict:
     for start in range(0, size, 5000):
         end = min(size, start + 5000)
         collection.add(ids=[f"n{i}" for i in range(start, end)], embeddings=vectors[start:end],
-                       documents=["a short memory"] * (end - start),
-                       metadatas=[{"type": "event", "level": 0}] * (end - start))
+                       metadatas=[{"type": "event", "archived": False}] * (end - start))  # as the index writes
     collection.query(query_embeddings=[vectors[0]], n_results=5)  # load the index before timing
     row = {"size": size}
     row["upsert"] = _timed(lambda i: collection.upsert(ids=[f"x{i}"], embeddings=[vectors[size + i]],
-                                                       documents=["new"], metadatas=[{"type": "event", "level": 0}]))
-    row["update"] = _timed(lambda i: collection.update(ids=[f"n{i}"], metadatas=[{"type": "event", "level": 1}]))
+                                                       metadatas=[{"type": "event", "archived": False}]))
+    row["update"] = _timed(lambda i: collection.update(ids=[f"n{i}"], metadatas=[{"type": "event", "archived": True}]))
     row["delete"] = _timed(lambda i: collection.delete(ids=[f"x{i}"]))
     for k in (20, 50, 200):
         row[f"query{k}"] = _timed(lambda i, k=k: collection.query(query_embeddings=[vectors[i]], n_results=k,

@@ -73,7 +73,7 @@ def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> fl
             ids = [(n.id, d) for n, d in zip(batch, docs) if d]
             vectors = np.random.default_rng(start).normal(size=(len(ids), dim)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            collection.upsert(ids=[i for i, _ in ids], embeddings=list(vectors), documents=[d for _, d in ids],
+            collection.upsert(ids=[i for i, _ in ids], embeddings=list(vectors),  # as the index: no documents
                               metadatas=[node_metadata(n) for n, d in zip(batch, docs) if d])
         for node, document, source in zip(batch, documents, sources):
             hashes[node.id] = (_digest(index.profile.key, document), _digest(*node_metadata(node).values()),
