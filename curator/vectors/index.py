@@ -90,7 +90,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         self.embedded_total = 0  # node documents and messages this index embedded (progress bars show it)
         self.messages = MessageVectors(profile.key, store,
                                        lambda texts: self.function.embedder.embed_documents(texts))
-        self.pending = PendingWrites(store)  # writes staged for Chroma, per chat
+        self.pending = PendingWrites(store, settle=bool(url))  # writes staged for Chroma, per chat
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)

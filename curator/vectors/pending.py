@@ -17,12 +17,14 @@ under it (`forget`), and a flush writes what it reads from the store, in a trans
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 FLUSH_ROWS = 64  # staged rows of a chat that start a flush (a dot product over them costs ~10 us per search)
 CALL_ROWS = 1000  # rows per Chroma call of a flush (its limit is near 5,000)
+SETTLE_SECONDS = 5.0  # how long a Chroma server's searches may lag its writes, as far as a flush's own process cares
 UPSERT, META, DELETE = "upsert", "meta", "delete"
 
 
@@ -64,6 +66,7 @@ class View:
 
 
 EMPTY = View({})
+_NO_ROWS: dict = {}  # no settling rows (one object, so a view made without them is known by it)
 
 
 class Batch:
@@ -130,10 +133,16 @@ def _row(op: str, in_chroma, blob, metadata) -> Row:
 class PendingWrites:
     """The staged rows of the chats of one store, as this process last read or wrote them."""
 
-    def __init__(self, store):
+    def __init__(self, store, settle: bool = False):
         self.store = store
         self._rows: dict[str, dict[str, dict[str, Row]]] = {}  # chat -> collection kind -> id -> row
-        self._views: dict[tuple[str, str], tuple[dict, View]] = {}  # (chat, kind) -> (the rows it was made from, view)
+        self._views: dict[tuple[str, str], tuple] = {}  # (chat, kind) -> (the rows and settling rows it was made of, view)
+        # A Chroma server answers a query from its index, which takes in a write a moment after the write returns
+        # (1 query in 40 missed a row upserted just before, on 2 busy cores): with `settle`, the rows of a flush stay
+        # in this process's views for SETTLE_SECONDS, as rows Chroma holds, so a search right after the flush sees
+        # them whether the server has indexed them or not. The embedded client indexes as it writes.
+        self._settle = settle
+        self._settling: dict[str, tuple[float, dict[str, dict[str, Row]]]] = {}  # chat -> (until, kind -> id -> row)
 
     def rows(self, chat_id: str) -> dict[str, dict[str, Row]]:
         found = self._rows.get(chat_id)
@@ -156,13 +165,23 @@ class PendingWrites:
     def view(self, chat_id: str, kind: str) -> View:
         """Kept with the map it was made from: a sync in another thread replaces the map (never changes it), so a
         view made from the old one is never taken for the new."""
-        rows = self.rows(chat_id)
+        rows, settling = self.rows(chat_id), self._settled(chat_id)
         made = self._views.get((chat_id, kind))
-        if made is not None and made[0] is rows:
-            return made[1]
-        found = View(rows[kind]) if rows.get(kind) else EMPTY
-        self._views[(chat_id, kind)] = (rows, found)
+        if made is not None and made[0] is rows and made[1] is settling:
+            return made[2]
+        merged = {**settling.get(kind, {}), **rows.get(kind, {})}  # a staged row is newer than a settling one
+        found = View(merged) if merged else EMPTY
+        self._views[(chat_id, kind)] = (rows, settling, found)
         return found
+
+    def _settled(self, chat_id: str) -> dict[str, dict[str, Row]]:
+        found = self._settling.get(chat_id)
+        if found is None:
+            return _NO_ROWS
+        if time.monotonic() > found[0]:
+            self._settling.pop(chat_id, None)
+            return _NO_ROWS
+        return found[1]
 
     def batch(self, chat_id: str, indexed) -> Batch:
         return Batch(chat_id, self.rows(chat_id), indexed)
@@ -189,6 +208,10 @@ class PendingWrites:
                 _write(collection(kind), found)
             conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
         self._rows[chat_id] = {}
+        if self._settle:
+            written = {kind: {i: replace(r, in_chroma=True) for i, r in found.items() if r.op != META}
+                       for kind, found in rows.items()}
+            self._settling[chat_id] = (time.monotonic() + SETTLE_SECONDS, written)
         return sum(len(r) for r in rows.values())
 
     def chats(self) -> list[str]:
@@ -196,8 +219,10 @@ class PendingWrites:
         return [c for c, rows in self._rows.items() if any(rows.values())]
 
     def forget(self, chat_id: str) -> None:
-        """Read the chat's rows from the store again on next use (another process may have staged or flushed)."""
+        """Read the chat's rows from the store again on next use (another process may have staged or flushed; a
+        settling row may be stale then too: Chroma is asked instead)."""
         self._rows.pop(chat_id, None)
+        self._settling.pop(chat_id, None)
 
     def drop(self, conn, chat_id: str) -> None:
         conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
