@@ -44,6 +44,22 @@ def test_an_unknown_local_model_names_the_known_ones():
         make_embedder(EmbeddingProfile(model="e5-large"))
 
 
+def test_the_sentencepiece_vocabulary_reads_as_the_generic_protobuf_reader_does():
+    import struct
+
+    from curator.vectors.static_e5 import _fields, _spm_path, spm_vocabulary
+
+    data = _spm_path().read_bytes()
+    pieces, scores = [], []
+    for start, length in _fields(data, 0, len(data))[1]:
+        piece = _fields(data, start, start + length)
+        at, size = piece[1][0]
+        pieces.append(data[at:at + size].decode("utf-8"))
+        scores.append(struct.unpack("<f", data[piece[2][0][0]:piece[2][0][0] + 4])[0] if 2 in piece else 0.0)
+    found = spm_vocabulary()
+    assert len(pieces) > 100_000 and found[0] == pieces and found[1] == scores
+
+
 def test_static_vectors_are_a_mean_of_piece_rows(tmp_path):
     from curator.vectors.static_e5 import StaticE5, spm_vocabulary
 
