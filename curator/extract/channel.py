@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pydantic_ai.models import Model
 
 from curator.extract.extractor import ExtractionResult, Extractor, due_floors, last_extracted_floor
-from curator.llm.models import Usage
+from curator.llm.records import Usage
 from curator.settings import Settings
 from curator.store.messages import Message
 from curator.store.store import Store

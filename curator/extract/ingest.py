@@ -19,7 +19,7 @@ from curator.schemas import Schema, load_schema
 from curator.errors import ChatFileError
 from curator.extract.chatfile import read_chat
 from curator.extract.extractor import ExtractionResult, due_floors
-from curator.llm.models import Usage
+from curator.llm.records import Usage
 from curator.store.messages import Message
 from curator.settings import Settings
 from curator.store.store import Store

@@ -22,55 +22,12 @@ from tenacity import (
     wait_exponential,
 )
 
+from curator.llm.records import CallRecord, Usage
 from curator.llm.tls import shared_ssl_context
 from curator.settings import ModelProfile
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 Sleep = Callable[[float], Awaitable[None]]
-
-
-@dataclass
-class CallRecord:
-    """One model request: what it cost and how long it took."""
-
-    task: str
-    model: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_ms: float = 0.0
-    ok: bool = True
-    error: str | None = None
-
-
-@dataclass
-class Usage:
-    """Totals over some calls."""
-
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_ms: float = 0.0
-    failed_calls: int = 0
-
-    def add(self, record: CallRecord) -> None:
-        self.calls += 1
-        self.input_tokens += record.input_tokens
-        self.output_tokens += record.output_tokens
-        self.latency_ms += record.latency_ms
-        self.failed_calls += 0 if record.ok else 1
-
-    def merge(self, other: Usage) -> Usage:
-        """Add another total into this one (returns self)."""
-        self.calls += other.calls
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.latency_ms += other.latency_ms
-        self.failed_calls += other.failed_calls
-        return self
-
-    def to_dict(self) -> dict:
-        return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "latency_ms": round(self.latency_ms, 1), "failed_calls": self.failed_calls}
 
 
 # ---- retries: one layer, in the HTTP transport ------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from curator.llm.models import CallRecord, Usage
+from curator.llm.records import CallRecord, Usage
 from curator.store.store import Store, utc_now
 
 

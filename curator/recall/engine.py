@@ -27,7 +27,7 @@ from curator.recall.persistent import PersistentPlan, mark_overflow, note_left_o
 from curator.recall.pool import build_pool, update_pool
 from curator.recall.query import RecallQuery, build_query, fuse_parts
 from curator.recall.state import ChatState
-from curator.llm.models import Usage
+from curator.llm.records import Usage
 from curator.store.queries import GraphView
 from curator.recall.rerank import rerank
 from curator.recall.story import annotate, label_views, speaker_of, story_boost, story_context

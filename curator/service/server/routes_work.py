@@ -103,7 +103,7 @@ def usage(chat_id: str, service: ServiceDep) -> dict:
 @router.get("/usage")
 def usage_all(service: ServiceDep) -> dict:
     """LLM calls, tokens and latency per chat and in all."""
-    from curator.llm.models import Usage
+    from curator.llm.records import Usage
 
     chats = {chat_id: service.memory.usage(chat_id)["usage"]["total"] for chat_id in service.memory.chats()}
     total = Usage()

@@ -184,7 +184,7 @@ def _vectors_job(service: Service, ctx: JobContext) -> dict:
 
 
 def _steps(results: list) -> dict:
-    from curator.llm.models import Usage
+    from curator.llm.records import Usage
 
     usage = Usage()
     for r in results:
