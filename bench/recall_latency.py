@@ -17,6 +17,7 @@ from time import process_time
 
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
+from curator.paths import example_file
 from curator.vectors.embeddings import EmbeddingProfile, make_embedder
 from curator.store.messages import Message
 from curator.vectors.documents import node_document, source_floors
@@ -140,6 +141,28 @@ def time_after_commit(memory, chat: str, size: int, queries: list[str], rng: ran
             "ratio_to_warm_p50": round(wall["p50_ms"] / warm["hybrid"]["p50_ms"], 2)}
 
 
+def time_roleplay_messages(memory) -> dict:
+    """Recall as a role-play chat asks it: each user message of the bundled example chat (22-72 words, split into
+    sub-queries, with the turns before it), on its graph; the query vectors embedded each time."""
+    chat = "lantern-road"
+    memory.import_(chat, example_file("lantern_road.graph.json"))
+    memory.load_chat_file(chat, example_file("lantern_road.jsonl"))
+    memory.rebuild_vectors(chat)
+    messages = memory.store.messages(chat)
+    asked = [floor for floor, message in enumerate(messages) if message.role == "user"]
+    memory.recall(chat, messages[asked[0]].text, user_floor=asked[0])  # the pool and BM25 of this graph version
+    wall, cpu = [], []
+    for floor in asked:
+        memory.index._query_cache.clear()
+        started, cpu_started = now(), process_time()
+        memory.recall(chat, messages[floor].text, user_floor=floor)
+        wall.append(now() - started)
+        cpu.append(process_time() - cpu_started)
+    words = sorted(len(messages[floor].text.split()) for floor in asked)
+    return {"messages": len(asked), "words": [words[0], words[len(words) // 2], words[-1]],
+            "recall": latency_summary(wall), "recall_cpu": latency_summary(cpu)}
+
+
 def build_throughput(quick: bool) -> dict:
     rng = random.Random(7)
     texts = [sentence(rng, i) for i in range(100 if quick else 1000)]
@@ -177,6 +200,8 @@ def main() -> None:
             rows.append({"case": f"1 chat x {size:,} nodes", "nodes": size, "build_s": round(seconds, 2), **warm})
             after = time_after_commit(memory, f"one-{size}", size, queries, rng, warm, 3 if args.quick else args.turns)
             after_rows.append({"case": f"1 chat x {size:,} nodes", **after})
+        progress("recalling the example chat's user messages")
+        roleplay = time_roleplay_messages(memory)
         chats, per_chat = spread
         if args.no_spread:
             chats = 0
@@ -190,10 +215,11 @@ def main() -> None:
                          "build_s": round(now() - started, 2), **time_queries(memory, names, queries, rng)})
     report = {"benchmark": "recall_latency", "quick": args.quick, "env": environment(),
               "params": {"sizes": sizes, "chats": spread[0], "nodes_per_chat": spread[1], "queries": len(queries)},
-              "results": {"cases": rows, "after_commit": after_rows,
+              "results": {"cases": rows, "after_commit": after_rows, "roleplay_messages": roleplay,
                           "index_build_nodes_per_s": build_throughput(args.quick)}}
 
     def render(r: dict) -> str:
+        rp = r["results"]["roleplay_messages"]
         lines = [(c["case"], c["hybrid"]["p50_ms"], c["hybrid"]["p95_ms"], c["hybrid_cpu"]["p50_ms"],
                   c["bare_chroma"]["p50_ms"], c["bare_chroma"]["p95_ms"], c["bare_chroma_cpu"]["p50_ms"],
                   c["ratio_p50"], c["ratio_p95"], c["ratio_cpu_p50"])
@@ -207,6 +233,11 @@ def main() -> None:
                 + "\n\nright after a commit (live turn: a message, a commit of 2 nodes to embed, a link commit):\n"
                 + table(["case", "recall p50 ms", "p95 ms", "cpu p50", "x warm p50", "commit+sync p50",
                          "link commit+sync p50"], after)
+                + "\n\nthe example chat's user messages ({messages}, {words[0]}/{words[1]}/{words[2]} words min/median/max), "
+                  "each recalled with its turns:\n".format(**r["results"]["roleplay_messages"])
+                + table(["recall p50 ms", "p95 ms", "max ms", "cpu p50", "cpu p95"],
+                        [(rp["recall"]["p50_ms"], rp["recall"]["p95_ms"], rp["recall"]["max_ms"],
+                          rp["recall_cpu"]["p50_ms"], rp["recall_cpu"]["p95_ms"])])
                 + f"\nindex build throughput (embedding short scene sentences): {build}")
 
     emit(args, report, render)

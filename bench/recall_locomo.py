@@ -7,13 +7,16 @@ question of categories 1-4 with evidence is recalled; evidence recall@k is the s
 turns (dia_ids) covered by the top-k recalled nodes. Reported for `hybrid` (the default, no LLM), `rag` (vector
 top-K, no rewrite, no rerank) and two baselines run in the same script: plain BM25 over the same documents, and a
 plain Chroma query with the same embedder. Figures are given for all five conversations, for the three used to
-tune (conv-26, conv-41, conv-43) and for the two held out (conv-47, conv-49)."""
+tune (conv-26, conv-41, conv-43) and for the two held out (conv-47, conv-49). `--long-messages end|start` asks each
+question inside a message of 40-80 words, as role-play users write (two turns of its conversation, then or before
+the question)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import random
 import re
 from pathlib import Path
 
@@ -82,6 +85,17 @@ def questions(conv: dict) -> list[dict]:
     return [q for q in conv["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
 
 
+def _long_messages(qs: list[dict], said: list[str], where: str) -> list[dict]:
+    """Each question asked beside two turns of the first speaker (chosen by the question's text, so every run asks
+    the same): a message of 40-80 words, as a role-play user's, whose last (or first) sentence is the question."""
+    out = []
+    for q in qs:
+        chatter = random.Random(q["question"]).sample(said, 2)
+        parts = [*chatter, q["question"]] if where == "end" else [q["question"], *chatter]
+        out.append({**q, "asked": " ".join(parts)})
+    return out
+
+
 def score(ranked: list[list[str]], evidence: list[str]) -> dict:
     wanted = set(evidence)
     out = {}
@@ -142,7 +156,7 @@ def _recall_all(memory, name: str, items: list[dict], qs: list[dict], covers: di
     embedder = memory.index.function.embedder
     rows: dict[str, list[dict]] = {m: [] for m in methods}
     for q in qs:
-        question = q["question"]
+        question = q.get("asked", q["question"])
         for method in methods:
             if method.startswith("hybrid["):  # the same recall under other fusion weights (--fusion)
                 weights = tuple(float(w) for w in method[7:-1].split(","))
@@ -187,6 +201,9 @@ def main() -> None:
         parser.add_argument("--split-sources", metavar="MODEL",
                             help="the split design: events' sources embedded with this local model, nodes with --model")
         parser.add_argument("--model", default=None, help="local embedding model (default: the configured one)")
+        parser.add_argument("--long-messages", choices=("end", "start"),
+                            help="ask each question inside a longer message, as role-play users write: two turns "
+                                 "of its conversation's first speaker, the question at the end (or the start)")
         parser.add_argument("--source-query-vector", action=argparse.BooleanOptionalAction, default=None,
                             help="embed the query a second time without the speakers' names for the sources "
                                  "(default: as the embedder says, recall.engine.SOURCE_QUERY_VECTOR = None)")
@@ -224,6 +241,8 @@ def main() -> None:
             items = observations(conv)
             qs = questions(conv)[:20] if args.quick else questions(conv)
             messages, floor_of = turns(conv)
+            if args.long_messages:
+                qs = _long_messages(qs, [m.text for m in messages if m.role == "user"], args.long_messages)
             covers = {f"o{i}": item["dia_ids"] for i, item in enumerate(items)}
             speakers = sorted({item["speaker"] for item in items})
             covers.update({f"p{n}": [] for n in range(len(speakers))})
@@ -278,7 +297,7 @@ def main() -> None:
     report = {"benchmark": "recall_locomo", "quick": args.quick, "env": environment(),
               "params": {"conversations": list(per_conv), "link_sessions": args.link_sessions,
                          "story_time": args.story_time,
-                         "source_query_vector": args.source_query_vector,
+                         "source_query_vector": args.source_query_vector, "long_messages": args.long_messages,
                          "embedding": args.model or "configured", "split_sources": args.split_sources,
                          "questions": sum(len(v["hybrid"]) for v in per_conv.values())},
               "results": {"metrics": results, "latency": {m: latency_summary(v) for m, v in latency.items() if v}}}
@@ -293,7 +312,9 @@ def main() -> None:
             f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}; " \
             f"story_time={r['params']['story_time']}; " \
             f"source_query_vector={r['params']['source_query_vector']}; embedding={r['params']['embedding']}" \
-            + (f"; sources embedded with {r['params']['split_sources']}" if r["params"]["split_sources"] else "")
+            + (f"; sources embedded with {r['params']['split_sources']}" if r["params"]["split_sources"] else "") \
+            + (f"; long messages (question at the {r['params']['long_messages']})" if r["params"]["long_messages"]
+               else "")
 
     emit(args, report, render)
 
