@@ -80,8 +80,9 @@ _FLOAT = struct.Struct("<f")
 
 
 def _piece(data: bytes, pos: int, end: int) -> tuple[str, float]:
-    """One SentencePiece message (1: the piece, 2: its score, 3: its type), read in place: `_fields` per piece made
-    the 128k pieces cost every process that embeds 0.50-0.58 s of CPU, this 0.31-0.35 s. Its tags are one byte
+    """One SentencePiece message (1: the piece, 2: its score, 3: its type), read in place: `_fields` per piece took
+    0.50-0.58 s of CPU for the 128k pieces, this 0.31-0.35 s. Only `spm_tokenizer` reads them now (`e5-first-N`, the
+    studies); the default's path, `piece_ids`, loads the model file with `sentencepiece`. Its tags are one byte
     (fields < 16)."""
     piece, score = "", 0.0
     while pos < end:
