@@ -147,3 +147,15 @@ def test_the_onnx_writer_makes_a_model_onnxruntime_runs():
     np.testing.assert_allclose(session.run(["y"], {"x": x})[0], expected, rtol=1e-4, atol=1e-5)
     with pytest.raises(TypeError, match="float64"):
         onnx.tensor("bad", np.zeros(2))
+
+
+def test_warm_up_loads_a_local_profiles_models_and_leaves_remote_ones_alone(monkeypatch):
+    from curator.vectors import embeddings
+    from curator.vectors.e5_runtime import E5Runtime
+
+    monkeypatch.setattr(embeddings._Local, "_models", {})
+    assert embeddings.warm_up(embeddings.EmbeddingProfile())  # the default: static documents, e5 queries
+    assert isinstance(embeddings._Local._models["e5-small-q4"], E5Runtime)
+    assert "static-e5/e5-query" in embeddings._Local._models
+    remote = embeddings.EmbeddingProfile(provider="openai", model="m", base_url="http://127.0.0.1:9/v1")
+    assert not embeddings.warm_up(remote)  # no client made, no call: nothing listens on port 9

@@ -67,3 +67,41 @@ def test_an_expected_job_failure_logs_one_line(tmp_path, default_schema, caplog)
     assert any(r.exc_info for r in lines.values())  # an unexpected error keeps its traceback
     runner.shutdown()
     store.close()
+
+
+def test_the_service_loads_the_embedding_models_when_it_starts(tmp_path, monkeypatch):
+    """So that the first recall after `curator serve` does not wait for e5 and the static vectors (~0.7 CPU-s)."""
+    import threading
+
+    from curator.service.server import app as app_module
+
+    asked, done = [], threading.Event()
+    monkeypatch.setattr(app_module, "warm_up", lambda profile: (asked.append(profile), done.set()))
+    memory = curator.open(tmp_path / "data")
+    with ThreadedServer(create_app(memory, ServiceConfig(token="t0ken"))):
+        assert done.wait(30)
+    assert asked == [memory.settings.embedding]
+    memory.close()
+
+
+def test_a_warm_up_that_fails_is_logged_and_the_service_still_answers(tmp_path, monkeypatch, caplog):
+    import time
+
+    from curator.errors import CuratorError
+    from curator.service.server import app as app_module
+
+    def broken(profile):
+        raise CuratorError("the static-e5 embedder's vectors are not installed")
+
+    monkeypatch.setattr(app_module, "warm_up", broken)
+    memory = curator.open(tmp_path / "data")
+    with caplog.at_level(logging.ERROR, logger="curator.server"), \
+            ThreadedServer(create_app(memory, ServiceConfig(token="t0ken"))) as server, \
+            httpx2.Client(base_url=server.url, timeout=30) as client:
+        assert client.get("/api/v1/chats", headers={"authorization": "Bearer t0ken"}).status_code == 200
+        for _ in range(300):
+            if "could not load the embedding models" in caplog.text:
+                break
+            time.sleep(0.1)
+    assert "vectors are not installed" in caplog.text
+    memory.close()

