@@ -33,7 +33,7 @@ def _int8_rows(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class _Graph:
     def __init__(self):
         self.nodes: list[bytes] = []
-        self.initializers: list[bytes] = []
+        self.initializers: list[list[bytes | memoryview]] = []
 
     def constant(self, name: str, array: np.ndarray) -> str:
         self.initializers.append(onnx.tensor(name, array))
