@@ -234,7 +234,7 @@ def main() -> None:
                 + table(["case", "recall p50 ms", "p95 ms", "cpu p50", "x warm p50", "commit+sync p50",
                          "link commit+sync p50"], after)
                 + "\n\nthe example chat's user messages ({messages}, {words[0]}/{words[1]}/{words[2]} words min/median/max), "
-                  "each recalled with its turns:\n".format(**r["results"]["roleplay_messages"])
+                  "each recalled with its turns:\n".format(**rp)
                 + table(["recall p50 ms", "p95 ms", "max ms", "cpu p50", "cpu p95"],
                         [(rp["recall"]["p50_ms"], rp["recall"]["p95_ms"], rp["recall"]["max_ms"],
                           rp["recall_cpu"]["p50_ms"], rp["recall_cpu"]["p95_ms"])])

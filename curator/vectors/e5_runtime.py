@@ -144,4 +144,4 @@ class E5Runtime:
         x = words + self._positions[:len(ids)] + self._type
         mean = x.mean(axis=1, keepdims=True)
         x = (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + self.eps) * self._norm[0] + self._norm[1]
-        return self._session.run(["mean"], {"x": x[None].astype(np.float32)})[0][0]
+        return self._session.run(["mean"], {"x": np.ascontiguousarray(x[None], dtype=np.float32)})[0][0]

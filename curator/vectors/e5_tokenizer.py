@@ -14,6 +14,7 @@ import re
 from curator.vectors.e5_weights import Vocabulary
 
 META = "\u2581"
+_UNREACHED = float("-inf")
 _SPACES = re.compile(" {2,}")
 
 
@@ -38,12 +39,12 @@ class E5Tokenizer:
         text = self.normalize(text)
         n = len(text)
         lookup, scores, longest = self._ids.get, self._scores, self._longest
-        best = [0.0] + [float("-inf")] * n
+        best = [0.0] + [_UNREACHED] * n
         piece = [self.unk] * (n + 1)
         start = [0] * (n + 1)
         for i in range(n):
             score = best[i]
-            if score == float("-inf"):
+            if score == _UNREACHED:
                 continue
             for end in range(i + 1, min(n, i + longest) + 1):
                 found = lookup(text[i:end])
