@@ -126,6 +126,33 @@ def test_recall_counts_access_outside_the_commit_log(memory, road):
     assert len(memory.store.commits(road)) == commits
 
 
+def test_access_counts_are_written_together_and_before_the_graph_is_read(memory, road, monkeypatch):
+    from curator.recall import engine
+
+    def stored(node_id: str) -> int:  # the store itself, not `Memory.graph` (which writes them first)
+        return memory.store.graph(road).get(node_id).access_count
+
+    first = memory.recall(road, "Silas Marrow the Grey Hand").recalled[0].node.id
+    assert stored(first) == 0  # kept in memory
+    for _ in range(engine.TOUCH_RECALLS - 2):
+        memory.recall(road, "Silas Marrow the Grey Hand")
+    assert stored(first) == 0
+    memory.recall(road, "Silas Marrow the Grey Hand")  # the TOUCH_RECALLS-th: one transaction for all
+    assert stored(first) == engine.TOUCH_RECALLS
+    memory.recall(road, "Silas Marrow the Grey Hand")
+    calls = []
+
+    def disk_full(*args):
+        calls.append(args)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(memory.store, "transaction", disk_full)
+    with pytest.raises(OSError, match="disk full"):
+        memory.graph(road)
+    monkeypatch.undo()
+    assert calls and memory.graph(road).get(first).access_count == engine.TOUCH_RECALLS + 1  # kept, then written
+
+
 def test_exclude_recent_floors(memory, road):
     injection = memory.recall(road, "Eileen Rowan Mira Brannoch", exclude_recent_floors=30)
     graph = memory.graph(road)

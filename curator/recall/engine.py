@@ -55,6 +55,9 @@ DENSE_POOL = 200  # vector candidates scored per query
 # 0.697) and costs Chroma half as much at 10k (1.4 ms against 2.9; bench/README.md, "Fourth round")
 SOURCE_POOL = 50
 LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
+# BM25 candidates among events' sources: 150 gives the same LoCoMo dev figures as 300 (hybrid R@5/10/20 and MRR
+# alike; 100: R@20 0.001 lower, 50: R@10 0.001 lower) for fewer candidates to fuse (bench/README.md, "Ninth round")
+SOURCE_LEXICAL_POOL = 150
 # Sources could be searched with a second query vector, of the query without the speakers' names (BM25 over sources
 # always uses the query without names). Measured again with sources as the mean of their messages' vectors (LoCoMo
 # dev, bench/recall_locomo.py, same built chats): hybrid R@10 0.715 with it, 0.703 without (held out 0.711 / 0.694),
@@ -70,6 +73,7 @@ LEAVES_PER_RECALL = 24  # deferred leaf sources one recall may embed (the rest w
 # so that recalls with other options do not each embed a different set first (their results would depend on order).
 LEAF_CANDIDATES = 30
 STATES_KEPT = 256  # chats whose recall state stays in memory
+TOUCH_RECALLS = 16  # recalls whose access counts are written in one transaction
 # Names by the primary key (chat, name): with a join or DISTINCT SQLite walks the whole by-node index instead.
 MENTIONED_SQL = "SELECT node_id FROM node_names WHERE chat_id=? AND name IN ({})"
 
@@ -87,6 +91,9 @@ class Recaller:
         self._synced: dict[str, tuple] = {}
         self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
         self._last_pool: dict[tuple, tuple] = {}  # (chat, horizon) -> the newest pool's key, pool and persistent plan
+        self._touched: dict[tuple[str, str], tuple[int, str]] = {}  # (chat, node) -> recalls not written, the last
+        self._touch_recalls = 0
+        self._touch_lock = threading.Lock()
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
                options: RecallSettings | None = None, messages: list | None = None) -> Injection:
@@ -285,8 +292,8 @@ class Recaller:
         """BM25 over node text, and over events' source messages (kept in step with the chat by `ChatState`)."""
         state = self.state(chat_id)
         with state.lock:
-            return (dict(state.bm25.top(query, LEXICAL_POOL)), dict(state.source_bm25.top(source_query, LEXICAL_POOL)),
-                    state.sources.keys())
+            return (dict(state.bm25.top(query, LEXICAL_POOL)),
+                    dict(state.source_bm25.top(source_query, SOURCE_LEXICAL_POOL)), state.sources.keys())
 
     def _speakers(self, chat_id: str) -> list[str]:
         """The names the chat's messages are written under."""
@@ -359,9 +366,35 @@ class Recaller:
 
     # ---- bookkeeping ----------------------------------------------------------------------------
     def _touch(self, chat_id: str, node_ids: list[str]) -> None:
-        """Count the recall on each node. Not a commit: bookkeeping that a rollback need not undo."""
+        """Count the recall on each node. Not a commit: bookkeeping that a rollback need not undo. Kept in memory
+        and written for TOUCH_RECALLS recalls at once (a write transaction was 0.5 ms of a 17 ms recall at 10k
+        nodes); `write_access` writes them now (reads of the graph through `Memory` and its close ask it)."""
         if not node_ids:
             return
-        with self.store.transaction() as conn:
-            conn.executemany("UPDATE nodes SET access_count = access_count + 1, last_access=? WHERE chat_id=? AND id=?",
-                             [(utc_now(), chat_id, i) for i in node_ids])
+        now = utc_now()
+        with self._touch_lock:
+            for node_id in node_ids:
+                count, _ = self._touched.get((chat_id, node_id), (0, now))
+                self._touched[(chat_id, node_id)] = (count + 1, now)
+            self._touch_recalls += 1
+            due = self._touch_recalls >= TOUCH_RECALLS
+        if due:
+            self.write_access()
+
+    def write_access(self) -> None:
+        """Write the access counts kept since the last write."""
+        with self._touch_lock:
+            touched, self._touched, self._touch_recalls = self._touched, {}, 0
+        if not touched:
+            return
+        try:
+            with self.store.transaction() as conn:
+                conn.executemany("UPDATE nodes SET access_count = access_count + ?, last_access=? "
+                                 "WHERE chat_id=? AND id=?",
+                                 [(count, last, chat, node) for (chat, node), (count, last) in touched.items()])
+        except BaseException:
+            with self._touch_lock:  # kept for the next write
+                for key, (count, last) in touched.items():
+                    more, newer = self._touched.get(key, (0, last))
+                    self._touched[key] = (count + more, newer)
+            raise

@@ -3,10 +3,11 @@ block, each grouped into purpose buckets and packed into one token budget, best 
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from curator.prompts import render
+from curator.prompts import render, template_text
 from curator.schemas import Schema
 
 from curator.store.graph import Node
@@ -142,8 +143,7 @@ def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled:
     """Fill the budget, never cutting a node (one that does not fit whole is left out, and named). Persistent
     nodes (given in `rank_persistent` order) come first, up to 70% of the budget; then recalled nodes by score.
     Each block is rendered in story order."""
-    overhead = count_tokens(render("inject_block", heading=BLOCK_HEADINGS["recalled"], sections=""))
-    used = 2 * overhead
+    used = 2 * _block_overhead()
     limits = {"persistent": int(injection.budget_tokens * PERSISTENT_SHARE), "recalled": injection.budget_tokens}
     for block, items in (("persistent", persistent), ("recalled", recalled)):
         kept, misses = [], 0
@@ -167,6 +167,16 @@ def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled:
         setattr(injection, block, kept)
     injection.text = render_text(injection, schema)
     return injection
+
+
+def _block_overhead() -> int:
+    """The tokens of an empty block (its heading), counted once per version of the template."""
+    return _empty_block_tokens(template_text("inject_block"))
+
+
+@functools.lru_cache(maxsize=4)
+def _empty_block_tokens(template: str) -> int:
+    return count_tokens(render("inject_block", heading=BLOCK_HEADINGS["recalled"], sections=""))
 
 
 def _node(item: Node | Chosen) -> Node:

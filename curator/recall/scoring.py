@@ -49,17 +49,21 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None,
     """Weighted sum of z-scores over the candidates (the union of both lists, those in `allowed` and, given, in
     `also`): a node the vector search did not return counts as its lowest similarity, one that shares no word as
     BM25 0. `dense_weight`: the embedder's own (`DENSE_WEIGHT` when None)."""
-    candidates = [k for k in dense.keys() | lexical.keys() if k in allowed]
-    if also is not None:
-        candidates = [k for k in candidates if k in also]
+    if also is None:
+        candidates = [k for k in dense.keys() | lexical.keys() if k in allowed]
+    else:
+        candidates = [k for k in dense.keys() | lexical.keys() if k in allowed and k in also]
     if not candidates:
         return {}
-    kept = set(candidates)
-    floor = min((v for k, v in dense.items() if k in kept), default=0.0)
-    total = np.zeros(len(candidates))
-    for weight, scores, missing in ((dense_weight or DENSE_WEIGHT, dense, floor), (LEXICAL_WEIGHT, lexical, 0.0)):
+    count = len(candidates)
+    similar = np.fromiter(map(dense.get, candidates, repeat(np.nan)), dtype=np.float64, count=count)
+    found = ~np.isnan(similar)
+    similar[~found] = similar[found].min() if found.any() else 0.0  # not returned: the lowest similarity
+    total = np.zeros(count)
+    for weight, values in ((dense_weight or DENSE_WEIGHT, similar),
+                           (LEXICAL_WEIGHT, np.fromiter(map(lexical.get, candidates, repeat(0.0)), dtype=np.float64,
+                                                        count=count))):
         # one array per channel: a query has a few hundred candidates, scored twice (nodes, sources)
-        values = np.fromiter(map(scores.get, candidates, repeat(missing)), dtype=np.float64, count=len(candidates))
         std = values.std()
         if std > 0:
             total += weight * (values - values.mean()) / std

@@ -59,6 +59,7 @@ class Memory:
         return self.store.data_dir
 
     def close(self) -> None:
+        self._write_access()
         if self._index is not None:
             self._index.close()
         self.store.close()
@@ -83,7 +84,14 @@ class Memory:
         return self.store.chat(chat_id)
 
     def graph(self, chat_id: str) -> GraphView:
+        self._write_access()
         return self.store.graph(chat_id)
+
+    def _write_access(self) -> None:
+        """Recall keeps its access counts in memory for a few recalls (`Recaller.write_access`): what reads the
+        graph sees them written."""
+        if self._recaller is not None:
+            self._recaller.write_access()
 
     def set_messages(self, chat_id: str, messages: list[Message]) -> None:
         self.store.set_messages(chat_id, messages)
@@ -226,6 +234,7 @@ class Memory:
 
     # import / export
     def export(self, chat_id: str) -> dict:
+        self._write_access()
         return export_graph(self.store, chat_id)
 
     def import_(self, chat_id: str, path: str | Path, mode: ImportMode = "restore", floor: int | None = None,
@@ -265,6 +274,7 @@ class Memory:
         """The maintenance jobs of this store; `model` replaces the configured `maintain` profile."""
         from curator.maintenance import Maintainer
 
+        self._write_access()  # forgetting weighs them
         return Maintainer(self.store, self.settings, model=model, index=lambda: self.index)
 
     def _after_step(self, model: Model | None, maintenance_model: Model | None):

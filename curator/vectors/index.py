@@ -27,6 +27,7 @@ import chromadb
 from curator.errors import CuratorError
 from curator.vectors.documents import SOURCE_SPAN, node_document, source_floors
 from curator.vectors.messages import LEGACY_MESSAGES, MessageVectors
+from curator.vectors.mirror import Mirrors
 from curator.vectors.pending import FLUSH_ROWS, Batch, PendingWrites
 from curator.vectors.chroma_function import CuratorEmbeddingFunction
 from curator.vectors.embeddings import EmbeddingProfile
@@ -91,6 +92,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         self.messages = MessageVectors(profile.key, store,
                                        lambda texts: self.function.embedder.embed_documents(texts))
         self.pending = PendingWrites(store, settle=bool(url))  # writes staged for Chroma, per chat
+        self.mirrors = Mirrors(self._read_vectors, self._indexed_ids)  # in-memory copies searched instead of Chroma
         settings = chromadb.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)
@@ -112,6 +114,7 @@ class VectorIndex(VectorSearch, VectorWrites):
                 self.flush(chat_id)
             except Exception as exc:  # noqa: BLE001 - closing goes on; the rows are safe in the store
                 log.warning("staged vector writes of chat %r stay in the store for now: %s", chat_id, exc)
+        self.mirrors.close()
         if self._search_pool is not None:
             self._search_pool.shutdown(wait=True)
             self._search_pool = None
@@ -163,7 +166,7 @@ class VectorIndex(VectorSearch, VectorWrites):
                 return 0
             self._counts.pop((chat_id, NODES), None)
             self._counts.pop((chat_id, SOURCES), None)
-            return self.pending.flush(chat_id, lambda kind: self._collection(chat_id, kind))
+            return self.pending.flush(chat_id, lambda kind: self._collection(chat_id, kind), self.mirrors.written)
 
     def sync(self, chat_id: str, full: bool = False, floors: tuple[int, int] | None = None,
              progress: Progress | None = None) -> SyncReport:
@@ -185,6 +188,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         # filled them, or dropped and made them again), so it is asked of Chroma afresh.
         self._forget_handles(chat_id)
         self.pending.forget(chat_id)
+        self.mirrors.forget(chat_id)
         chat = self.store.chat(chat_id)
         profile_key, hashes = self._state(chat_id)
         if profile_key is not None and profile_key != self.profile.key:
@@ -282,7 +286,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         else:
             staged = None
             self.flush(chat_id)  # what is staged is older than these changes: it goes first
-            sink = Direct(chat_id, lambda kind: self._collection(chat_id, kind), self._counts)
+            sink = Direct(chat_id, lambda kind: self._collection(chat_id, kind), self._counts, self.mirrors.written)
         if vanished:
             sink.delete(NODES, vanished)
             sink.delete(SOURCES, vanished)
@@ -358,6 +362,16 @@ class VectorIndex(VectorSearch, VectorWrites):
                          "ON CONFLICT(chat_id) DO UPDATE SET profile=excluded.profile, updated_at=excluded.updated_at",
                          (chat_id, self.profile.key, utc_now()))
 
+    def _indexed_ids(self, chat_id: str, kind: str) -> list[str] | None:
+        """The ids whose vector (node, or source) the index holds, as this process's last sync knows them."""
+        known = self._known.get(chat_id)
+        slot = 0 if kind == NODES else 2
+        return None if known is None else [i for i, hashes in list(known[1].items()) if hashes[slot]]
+
+    def _read_vectors(self, chat_id: str, kind: str, ids: list[str]):
+        found = self._collection(chat_id, kind).get(ids=ids, include=["embeddings"])
+        return found["ids"], found["embeddings"]
+
     def _forget_handles(self, chat_id: str) -> None:
         for kind in (NODES, SOURCES):
             self._collections.pop((chat_id, kind), None)
@@ -367,6 +381,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         """Forget the chat's vectors (the collection and the hashes)."""
         self._known.pop(chat_id, None)
         self.messages.drop(chat_id)
+        self.mirrors.forget(chat_id)
         self._forget_handles(chat_id)
         self.pending.forget(chat_id)
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}

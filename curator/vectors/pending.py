@@ -198,15 +198,19 @@ class PendingWrites:
                 rows.setdefault(kind, {})[node_id] = row
         self._rows[batch.chat_id] = rows
 
-    def flush(self, chat_id: str, collection) -> int:
+    def flush(self, chat_id: str, collection, written=None) -> int:
         """Write the chat's staged rows to Chroma (`collection(kind)` gives the collection) and clear them: read in a
         transaction that holds the chat's lock, so another process can neither stage nor flush beside it. If Chroma
-        fails, the transaction rolls back and the rows stay for the next try (every write here is idempotent)."""
+        fails, the transaction rolls back and the rows stay for the next try (every write here is idempotent).
+        `written(chat, kind, upserts, deletes)` hears what reached Chroma (`vectors/mirror.py`)."""
         with self.store.transaction(chat_id) as conn:
             rows = self.read(conn, chat_id)
             for kind, found in rows.items():
                 _write(collection(kind), found)
             conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
+        for kind, found in rows.items() if written is not None else ():  # before the rows stop hiding these ids
+            written(chat_id, kind, {i: r.vector for i, r in found.items() if r.op == UPSERT},
+                    [i for i, r in found.items() if r.op == DELETE])
         self._rows[chat_id] = {}
         if self._settle:
             written = {kind: {i: replace(r, in_chroma=True) for i, r in found.items() if r.op != META}

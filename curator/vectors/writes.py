@@ -22,13 +22,17 @@ def node_metadata(node: Node) -> dict:
 
 class Direct:
     """A sink that writes to the chat's Chroma collections now (`collection(kind)` gives one), keeping the index's
-    vector counts (`counts`, (chat, kind) -> a lower bound) true."""
+    vector counts (`counts`, (chat, kind) -> a lower bound) and its in-memory copies (`written`,
+    `vectors/mirror.py`) true."""
 
-    def __init__(self, chat_id: str, collection: Callable[[str], object], counts: dict):
+    def __init__(self, chat_id: str, collection: Callable[[str], object], counts: dict,
+                 written: Callable | None = None):
         self._chat_id, self._collection, self._counts = chat_id, collection, counts
+        self._written = written or (lambda *_: None)
 
     def upsert(self, kind: str, ids: list[str], vectors, metadatas: list[dict]) -> None:
         self._collection(kind).upsert(ids=ids, embeddings=vectors, metadatas=metadatas)
+        self._written(self._chat_id, kind, dict(zip(ids, vectors)), [])
         key = (self._chat_id, kind)
         self._counts[key] = max(self._counts.get(key, 0), len(ids))
 
@@ -40,6 +44,7 @@ class Direct:
         self._counts.pop((self._chat_id, kind), None)  # asked of Chroma again on next use
         for part in in_calls(ids):
             self._collection(kind).delete(ids=part)
+            self._written(self._chat_id, kind, {}, part)
 
 
 class VectorWrites:
