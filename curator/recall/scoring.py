@@ -4,7 +4,6 @@ the best within a limit. `curator/recall.py` runs them in order; each step says 
 from __future__ import annotations
 
 import bisect
-import heapq
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -187,11 +186,24 @@ def propagate(scores: dict[str, float], links: dict[str, set[str]], pool: Pool) 
 
 def best_first(scores: dict[str, float], n: int, everything: bool = False):
     """(id, score) best first, as `sorted(scores.items(), key=-score)` gives them (ties in the map's order): the
-    best `n` from a heap (what a limit needs; a query scores several hundred), then, with `everything`, the rest."""
-    head = heapq.nlargest(n, scores.items(), key=itemgetter(1))
-    yield from head
-    if everything and len(head) < len(scores):
-        yield from sorted(scores.items(), key=itemgetter(1), reverse=True)[n:]
+    best `n` picked by numpy (a query scores several hundred; a heap of them cost three times as much), then,
+    with `everything`, the rest."""
+    if n >= len(scores) or n <= 0 or len(scores) < 64:  # small: sorting is as quick
+        ordered = sorted(scores.items(), key=itemgetter(1), reverse=True)
+        yield from ordered if everything else ordered[:max(n, 0)]
+        return
+    keys = list(scores)
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(keys))
+    cut = np.partition(values, len(values) - n)[len(values) - n]  # the n-th highest
+    above = np.flatnonzero(values > cut)
+    tied = np.flatnonzero(values == cut)[:n - len(above)]  # ties at the cut: the first in the map's order
+    head = np.concatenate([above, tied])
+    head = head[np.lexsort((head, -values[head]))]  # by score, then by position in the map
+    yield from zip([keys[i] for i in head.tolist()], values[head].tolist())
+    if everything:
+        taken = set(head.tolist())
+        yield from sorted(((keys[i], v) for i, v in enumerate(values.tolist()) if i not in taken),
+                          key=itemgetter(1), reverse=True)
 
 
 def top_ancestor(node: Node, everything: dict[str, Node]) -> Node | None:
