@@ -4,6 +4,7 @@ the best within a limit. `curator/recall.py` runs them in order; each step says 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -48,10 +49,9 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None,
     """Weighted sum of z-scores over the candidates (the union of both lists, those in `allowed` and, given, in
     `also`): a node the vector search did not return counts as its lowest similarity, one that shares no word as
     BM25 0. `dense_weight`: the embedder's own (`DENSE_WEIGHT` when None)."""
-    if also is None:
-        candidates = [k for k in dense.keys() | lexical.keys() if k in allowed]
-    else:
-        candidates = [k for k in dense.keys() | lexical.keys() if k in allowed and k in also]
+    candidates = list(filter(allowed.__contains__, dense.keys() | lexical.keys()))
+    if also is not None:
+        candidates = list(filter(also.__contains__, candidates))
     if not candidates:
         return {}
     count = len(candidates)
@@ -63,9 +63,10 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None,
                            (LEXICAL_WEIGHT, np.fromiter(map(lexical.get, candidates, repeat(0.0)), dtype=np.float64,
                                                         count=count))):
         # one array per channel: a query has a few hundred candidates, scored twice (nodes, sources)
-        std = values.std()
+        centered = values - values.sum() / count
+        std = math.sqrt(centered.dot(centered) / count)  # as values.std(), without its Python-level steps
         if std > 0:
-            total += weight * (values - values.mean()) / std
+            total += (weight / std) * centered
     return dict(zip(candidates, total.tolist()))
 
 
