@@ -74,8 +74,6 @@ LEAVES_PER_RECALL = 24  # deferred leaf sources one recall may embed (the rest w
 LEAF_CANDIDATES = 30
 STATES_KEPT = 256  # chats whose recall state stays in memory
 TOUCH_RECALLS = 16  # recalls whose access counts are written in one transaction
-# Names by the primary key (chat, name): with a join or DISTINCT SQLite walks the whole by-node index instead.
-MENTIONED_SQL = "SELECT node_id FROM node_names WHERE chat_id=? AND name IN ({})"
 
 
 class Recaller:
@@ -313,10 +311,9 @@ class Recaller:
         if not spans:
             return set()
         state = self.state(chat_id)
-        rows = self.store.conn.execute(MENTIONED_SQL.format(", ".join("?" * len(spans))), (chat_id, *spans)).fetchall()
-        return {node_id for (node_id,) in rows
-                if (node := state.nodes.get(node_id)) is not None and not node.archived
-                and node.type not in state.event_types}
+        named = state.names  # the state's copy of the store's names, of the entities alone
+        return {node_id for span in spans for node_id in named.get(span, ())
+                if (node := state.nodes.get(node_id)) is not None and not node.archived}
 
     def _embedder_settings(self) -> tuple[bool, float]:
         """The second query vector and the dense weight that suit the index's embedder (`vectors/embeddings.py`)."""

@@ -19,7 +19,7 @@ from operator import attrgetter
 
 from curator.dates import day_of
 from curator.recall.lexical import LiveBM25
-from curator.store.graph import Node
+from curator.store.graph import Node, names_of
 from curator.store.queries import GraphView
 from curator.vectors.documents import node_document, source_document
 
@@ -44,6 +44,7 @@ class ChatState:
         self.nodes: dict[str, Node] = {}
         self.documents: dict[str, str] = {}  # node id -> its document (what is embedded for it)
         self.sources: dict[str, str] = {}  # event id -> its source messages (only the non-empty ones)
+        self.names: dict[str, set[str]] = {}  # normalized name -> the non-event nodes it names (`names_of`)
         self.bm25, self.source_bm25 = LiveBM25(), LiveBM25()
         self.lines: dict[int, str] = {}  # floor -> "name: text"
         self.speaker: dict[int, str] = {}
@@ -231,6 +232,9 @@ class ChatState:
         self._dirty.update(self.adjacent.get(node.id, ()))  # whether it is an event decides their context
         document = self.documents[node.id] = node_document(node, self.schema)
         self.bm25.set(node.id, f"{node.title}\n{document}")
+        if node.type not in self.event_types:  # recall looks up the entities a query names
+            for name in names_of(node.title, node.fields, self.schema.type(node.type)):
+                self.names.setdefault(name, set()).add(node.id)
         self._set_source(node)
         if node.type in self.event_types:
             key = (node.floor_from, node.floor_to, node.created_at, node.id)
@@ -253,6 +257,13 @@ class ChatState:
         self._chain_around(node_id)
         self.documents.pop(node_id, None)
         self.bm25.remove(node_id)
+        if node.type not in self.event_types:
+            for name in names_of(node.title, node.fields, self.schema.type(node.type)):
+                named = self.names.get(name)
+                if named is not None:
+                    named.discard(node_id)
+                    if not named:
+                        del self.names[name]
         if self.sources.pop(node_id, None) is not None:
             self.source_bm25.remove(node_id)
         if (found := self._chain_key.pop(node_id, None)) is not None:

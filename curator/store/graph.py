@@ -23,6 +23,19 @@ def split_aliases(text: str) -> list[str]:
     return [part for part in (p.strip() for p in _ALIAS_SPLIT.split(text)) if part]
 
 
+def names_of(title: str, fields: dict, spec) -> set[str]:
+    """The names a node answers to, normalized: its title, its type's primary-key fields and its aliases (`spec`,
+    the type's schema entry; None: the title alone). The store's `node_names` and recall's state both use it."""
+    names = {normalize_name(title)}
+    if spec:
+        for name in spec.primary_key:
+            names.add(normalize_name(fields.get(name, "")))
+        for name in spec.alias_fields:
+            names.update(normalize_name(a) for a in split_aliases(fields.get(name, "")))
+    names.discard("")
+    return names
+
+
 @dataclass
 class Node:
     id: str

@@ -15,7 +15,7 @@ from typing import Any
 from curator.schemas import Schema, TypeSpec
 
 from curator.errors import OpError
-from curator.store.graph import EDGE_COLUMNS, NODE_COLUMNS, normalize_name, row_dict, split_aliases
+from curator.store.graph import EDGE_COLUMNS, NODE_COLUMNS, names_of, row_dict
 from curator.store.ops import (
     ArchiveNode,
     Compact,
@@ -121,16 +121,7 @@ class Applier:
                 self.put_edge(before) if before else self.drop_edge(key)
 
     def _names(self, row: dict) -> set[str]:
-        names = {normalize_name(row["title"])}
-        spec = self.schema.type(row["type"])
-        if spec:
-            fields = json.loads(row["fields_json"])
-            for name in spec.primary_key:
-                names.add(normalize_name(fields.get(name, "")))
-            for name in spec.alias_fields:
-                names.update(normalize_name(a) for a in split_aliases(fields.get(name, "")))
-        names.discard("")
-        return names
+        return names_of(row["title"], json.loads(row["fields_json"]), self.schema.type(row["type"]))
 
     # ---- checks -------------------------------------------------------------------------------
     def _spec(self, type_name: str) -> TypeSpec:
