@@ -86,6 +86,7 @@ class Copy:
         self.matrix = _unit(vectors) if len(self.ids) else np.zeros((0, 0), dtype=np.float32)
         self.codes, self.scales = _codes(self.matrix)
         self.live = np.ones(len(self.ids), dtype=bool)
+        self.dead = 0  # rows not live
 
     @property
     def nbytes(self) -> int:
@@ -107,6 +108,7 @@ class Copy:
                     new.append(n)
                 else:
                     self.matrix[row], self.codes[row], self.scales[row] = rows[n], codes[n], scales[n]
+                    self.dead -= not self.live[row]
                     self.live[row] = True
             if new:
                 start = len(self.ids)
@@ -122,6 +124,7 @@ class Copy:
             for node_id in ids:
                 row = self.row_of.get(node_id)
                 if row is not None:
+                    self.dead += bool(self.live[row])
                     self.live[row] = False
 
     def search(self, vector, k: int, hidden: frozenset[str]) -> list[tuple[str, float]]:
@@ -135,7 +138,8 @@ class Copy:
             scores = _products(self.codes if rough else self.matrix, query, np.empty(len(self.ids), np.float32))
             if rough:
                 scores *= self.scales
-            scores[~self.live] = -np.inf
+            if self.dead:
+                scores[~self.live] = -np.inf
             for node_id in hidden:
                 row = self.row_of.get(node_id)
                 if row is not None:
@@ -154,8 +158,9 @@ class Copy:
 
 def _best(scores: np.ndarray, k: int) -> np.ndarray:
     """The positions of the k highest scores, highest first."""
-    k = min(k, len(scores))
-    best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    count = len(scores)
+    k = min(k, count)
+    best = np.argpartition(scores, count - k)[count - k:] if k < count else np.arange(count)
     return best[np.argsort(-scores[best], kind="stable")]
 
 
