@@ -110,7 +110,7 @@ def test_a_failed_load_is_logged_and_tried_again_later(caplog):
 
 
 def test_copies_stay_within_their_budget():
-    chroma = _FakeChroma({f"n{i}": np.eye(4)[i % 4] for i in range(10)})  # 160 bytes a collection
+    chroma = _FakeChroma({f"n{i}": np.eye(4)[i % 4] for i in range(10)})  # 200 bytes a copy (floats and int8)
     mirrors = Mirrors(chroma.fetch, chroma.listing, budget=400, after=1)
     for chat in ("one", "two"):
         _ask(mirrors, 1, chat)
@@ -119,7 +119,7 @@ def test_copies_stay_within_their_budget():
     _ask(mirrors, 1, "three")
     mirrors.wait()
     assert mirrors.ready("one", NODES) and mirrors.ready("three", NODES) and not mirrors.ready("two", NODES)
-    small = Mirrors(chroma.fetch, chroma.listing, budget=100, after=1)
+    small = Mirrors(chroma.fetch, chroma.listing, budget=180, after=1)  # room for the floats, not the codes too
     _ask(small, 5)
     small.wait()
     assert not small.ready("c", NODES) and chroma.reads == 3  # too big for its budget: never read

@@ -9,7 +9,8 @@ messages' vectors, and each message is embedded once, its vector kept in the sto
 start of the message, near 64 tokens. An archived leaf's source waits until recall needs it (`embed_sources`).
 
 A sync after a commit or rollback stages its writes in the store and Chroma gets them in batches
-(`vectors/pending.py`); searches see both."""
+(`vectors/pending.py`); searches see both. A chat searched often is searched in a copy of its vectors in memory
+instead of in Chroma (`vectors/mirror.py`), kept in step with this process's writes."""
 
 from __future__ import annotations
 

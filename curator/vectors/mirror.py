@@ -92,6 +92,10 @@ class Copy:
     def nbytes(self) -> int:
         return self.matrix.nbytes + self.codes.nbytes
 
+    @staticmethod
+    def row_bytes(dim: int) -> int:
+        return dim * 5  # the floats and the int8 codes (a copy's scales and liveness add 5 bytes a row)
+
     def put(self, ids: list[str], vectors) -> None:
         if not ids:
             return
@@ -202,7 +206,7 @@ class Mirrors:
         ids = self._listing(*key)
         if ids is None:
             return
-        if len(ids) * dim * 4 > self._budget:
+        if len(ids) * Copy.row_bytes(dim) > self._budget:  # it would be dropped as soon as loaded
             self._too_big.add(key)
             return
         self._loading[key] = writes = []
