@@ -326,3 +326,37 @@ def test_a_warm_recall_sends_few_statements_and_recalls_the_same(memory, monkeyp
     assert [w.text for w in warm] == [c.text for c in cold]
     assert [[(c.node.id, c.reason) for c in w.recalled] for w in warm] == \
         [[(c.node.id, c.reason) for c in i.recalled] for i in cold]
+
+
+def test_the_pool_is_updated_in_place_unless_another_recall_may_hold_it(memory):
+    memory.create_chat("road", "default")
+    memory.store.set_messages("road", [Message("assistant", "Mira", f"line {f}") for f in range(5)])
+    recaller = Recaller(memory.store, memory.settings, memory.index)
+
+    def event(node_id: str, floor: int) -> None:
+        memory.commit("road", [{"op": "create_node", "id": node_id, "type": "event", "title": node_id,
+                                "fields": {"summary": f"Mira found the {node_id} by the river."},
+                                "floor_from": floor, "floor_to": floor}], floor, "test")
+
+    def last_pool():
+        return next(pool for (chat, _), (_, pool, _) in recaller._last_pool.items() if chat == "road")
+
+    event("lantern", 1)
+    recaller.recall("road", "lantern")
+    first = last_pool()
+    before = (dict(first.nodes), dict(first.documents))
+    event("harp", 2)
+    recaller._in_flight["road"] += 1  # another recall is under way: it may be reading the pool
+    recaller.recall("road", "harp")
+    recaller._in_flight["road"] -= 1
+    second = last_pool()
+    assert second is not first and (dict(first.nodes), dict(first.documents)) == before and "harp" in second.documents
+    event("compass", 3)
+    injection = recaller.recall("road", "compass")
+    third = last_pool()
+    assert third is second and "compass" in third.documents  # alone: brought up to date in place
+    # no key of an older version still names it
+    assert [key[2] for key, (_, pool) in recaller._pools.items() if pool is third] == [memory.store.stamp("road")[1]]
+    fresh = Recaller(memory.store, memory.settings, memory.index).recall("road", "compass")
+    assert [c.node.id for c in injection.recalled] == [c.node.id for c in fresh.recalled]
+

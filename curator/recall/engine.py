@@ -17,7 +17,7 @@ import hashlib
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 from curator.schemas import Schema
 
@@ -89,6 +89,7 @@ class Recaller:
         self._synced: dict[str, tuple] = {}
         self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
         self._last_pool: dict[tuple, tuple] = {}  # (chat, horizon) -> the newest pool's key, pool and persistent plan
+        self._in_flight: Counter = Counter()  # chat -> its recalls under way (`_pool_for`)
         self._touched: dict[tuple[str, str], tuple[int, str]] = {}  # (chat, node) -> recalls not written, the last
         self._touch_recalls = 0
         self._touch_lock = threading.Lock()
@@ -97,8 +98,17 @@ class Recaller:
                options: RecallSettings | None = None, messages: list | None = None) -> Injection:
         """`messages`: the conversation's recent turns (oldest first, the message answered last): the query is
         built from them (`curator/recall/query.py`); `query` alone when not given."""
-        with self.store.reading(chat_id):  # the chat's versions read once for this recall, not at every step
-            return self._recall(chat_id, query, mode=mode, user_floor=user_floor, options=options, messages=messages)
+        with self._states_guard:
+            self._in_flight[chat_id] += 1
+        try:
+            with self.store.reading(chat_id):  # the chat's versions read once for this recall, not at every step
+                return self._recall(chat_id, query, mode=mode, user_floor=user_floor, options=options,
+                                    messages=messages)
+        finally:
+            with self._states_guard:
+                self._in_flight[chat_id] -= 1
+                if not self._in_flight[chat_id]:
+                    del self._in_flight[chat_id]
 
     def _recall(self, chat_id: str, query: str, *, mode: str | None, user_floor: int | None,
                 options: RecallSettings | None, messages: list | None) -> Injection:
@@ -187,15 +197,23 @@ class Recaller:
                 last = self._last_pool.get((chat_id, horizon))
                 touched = state.touched_since(last[0][2]) if last and last[0][1] == state.epoch else None
                 if touched is not None:
-                    pool = update_pool(last[1], state, plan.kept, horizon, touched)
+                    with self._states_guard:
+                        # no other recall of the chat under way: none holds the last pool, and none can take it
+                        # once its keys are gone (a recall counts itself in before it looks), so it is updated
+                        # in place rather than copied
+                        alone = self._in_flight[chat_id] <= 1
+                        if alone:
+                            for key in [k for k, (_, p) in self._pools.items() if p is last[1]]:
+                                del self._pools[key]
+                    pool = update_pool(last[1], state, plan.kept, horizon, touched, in_place=alone)
                 else:
                     pool = self._pool(state, state.schema, plan.kept, latest, opts)
                 found = (plan, pool)
-            with self._states_guard:
-                self._pools[pool_key] = found
-                self._last_pool[(chat_id, horizon)] = (pool_key, pool, plan)
-                while len(self._pools) > 128:
-                    self._pools.popitem(last=False)
+                with self._states_guard:
+                    self._pools[pool_key] = found
+                    self._last_pool[(chat_id, horizon)] = (pool_key, pool, plan)
+                    while len(self._pools) > 128:
+                        self._pools.popitem(last=False)
         return found
 
     def _latest_floor(self, chat_id: str) -> int:

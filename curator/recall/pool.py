@@ -21,13 +21,18 @@ def build_pool(state: ChatState, persistent: list[Node], horizon: int | None) ->
 
 
 def update_pool(old: Pool, state: ChatState, persistent: list[Node], horizon: int | None,
-                touched: set[str]) -> Pool:
-    """`old` (left as it is: another recall may be reading it) brought to the state's graph."""
+                touched: set[str], in_place: bool = False) -> Pool:
+    """`old` brought to the state's graph: a copy (another recall may be reading `old`), or with `in_place`, `old`
+    itself (its maps are copied otherwise: 1.7 ms of a 10k-node chat's first recall after a commit)."""
     injected = {n.id for n in persistent}
-    pool = Pool(dict(old.nodes), dict(old.leaves), dict(old.leaf_nodes), dict(old.documents),
-                set(state.event_types), injected, dict(old.days), dict(old.scenes), list(old.by_day),
-                dict(old.folded))  # the folded sets are frozen: one that changes is replaced, never edited
     reach = set(touched) | (old.injected ^ injected)
+    if in_place:
+        pool = old
+        pool.event_types, pool.injected = set(state.event_types), injected
+    else:
+        pool = Pool(dict(old.nodes), dict(old.leaves), dict(old.leaf_nodes), dict(old.documents),
+                    set(state.event_types), injected, dict(old.days), dict(old.scenes), list(old.by_day),
+                    dict(old.folded))  # the folded sets are frozen: one that changes is replaced, never edited
     stack = list(reach)
     while stack:  # what is folded under a changed node may change with it
         node = state.nodes.get(stack.pop())
