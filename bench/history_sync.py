@@ -1,6 +1,6 @@
 """History sync on a scripted chat: edit, delete, swipe and swipe back, each checked against a fresh ingest.
 
-A chat of N floors (default 200) is extracted with the scripted model (`curator/extract/scripted.py`: deterministic,
+A chat of N floors (default 200) is extracted with the scripted model (`curator/testing/scripted.py`: deterministic,
 reads only the newest reply), then each scenario is applied to a copy: an edit in the middle, a deletion of the
 last 40% of the chat, a swipe of the last reply, a swipe back to the first reply (restored from the shelf), an
 edit of a user turn with new turns appended. For each it reports the dirty floor, the commits rolled back, the
@@ -16,7 +16,7 @@ import dataclasses
 
 from _common import TempMemory, emit, environment, ms, now, parse_args, progress, table
 
-from curator.extract.scripted import graph_signature, reply_text, scripted_chat, scripted_model
+from curator.testing.scripted import graph_signature, reply_text, scripted_chat, scripted_model
 
 
 def scenarios(chat: list, floors: int) -> dict[str, list]:

@@ -1,4 +1,4 @@
-"""Does a long chat remember on default settings? A generated role-play (`curator.extract.scripted_story`, 640
+"""Does a long chat remember on default settings? A generated role-play (`curator.testing.scripted_story`, 640
 floors by default, deterministic seed) with planted facts at known floors (items and where they are, promises,
 debts, names and aliases, deaths, rules of the world) runs through the real pipeline on the default preset and the
 default settings: floor by floor sync and extraction with a scripted extraction model that writes what the script
@@ -17,7 +17,7 @@ import statistics
 
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
 
-from curator.extract.scripted_story import milestone_summarizer, story, story_extractor
+from curator.testing.scripted_story import milestone_summarizer, story, story_extractor
 from curator.store.messages import Message
 
 CHECKPOINTS = (100, 300, 600)

@@ -22,7 +22,7 @@ from _common import TempMemory, emit, environment, latency_summary, now, parse_a
 
 import httpx2
 
-from curator.extract.scripted import reply_text, scripted_model
+from curator.testing.scripted import reply_text, scripted_model
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 

@@ -35,7 +35,7 @@ import httpx2
 from _common import emit, environment, latency_summary, parse_args, progress, table
 
 import curator
-from curator.extract.scripted import reply_text
+from curator.testing.scripted import reply_text
 from curator.testing import FakeOpenAI
 
 

@@ -37,7 +37,7 @@ from curator.errors import (  # noqa: E402
 # touches: the store needs no model, vector or service code.
 _LAZY = {
     "Edge": "curator.store.graph", "Node": "curator.store.graph", "Message": "curator.store.messages",
-    "Memory": "curator.service.memory", "open": "curator.service.memory", "CommitRecord": "curator.store.store",
+    "Memory": "curator.api.memory", "open": "curator.api.memory", "CommitRecord": "curator.store.store",
     "RollbackResult": "curator.store.store", "Store": "curator.store.store",
 }
 

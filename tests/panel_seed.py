@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 import curator
-from curator.extract.scripted import scripted_chat, scripted_model
+from curator.testing.scripted import scripted_chat, scripted_model
 
 BIG_ACTIVE = 2000  # active nodes of the big chat (20 more are archived)
 ARCHIVED = 20

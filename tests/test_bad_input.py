@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 import curator
 from curator.cli.main import app as cli_app
-from curator.extract.scripted import scripted_chat, scripted_model
+from curator.testing.scripted import scripted_chat, scripted_model
 from curator.paths import example_file
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer

@@ -55,7 +55,7 @@ def test_help_and_read_only_commands_load_no_heavy_module(tmp_path):
             "from curator import Memory, open, Store, Node; assert 'pydantic_ai' not in sys.modules; print('ok')")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"
     # recall without an LLM (the demo, the hybrid preset) counts its costs without loading the LLM layer
-    code = ("import sys, curator.recall.engine, curator.service.memory, curator.llm.usage; "
+    code = ("import sys, curator.recall.engine, curator.api.memory, curator.llm.usage; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic_ai', 'openai', 'cohere'}))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
 

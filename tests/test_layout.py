@@ -87,17 +87,24 @@ def test_no_import_cycles():
 
 
 FORBIDDEN = {  # a layer and the layers it must never import
-    "store": {"llm", "vectors", "extract", "recall", "maintenance", "sync", "service", "cli", "tools"},
-    "llm": {"vectors", "extract", "recall", "maintenance", "sync", "service", "cli", "tools"},
-    "vectors": {"extract", "recall", "maintenance", "sync", "service", "cli", "tools"},
-    "tools": {"extract", "service", "cli", "maintenance", "sync"},
-    "recall": {"extract", "maintenance", "sync", "service", "cli", "tools"},
-    "extract": {"recall", "maintenance", "service", "cli"},
-    "maintenance": {"service", "cli", "recall"},
-    "sync": {"service", "cli", "recall"},
-    "service": {"cli"},
-    "schemas": {"store", "llm", "vectors", "extract", "recall", "maintenance", "sync", "service", "cli", "tools"},
-    "prompts": {"store", "llm", "vectors", "extract", "recall", "maintenance", "sync", "service", "cli", "tools"},
+    "store": {"llm", "vectors", "extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools", "testing"},
+    "llm": {"vectors", "extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools", "testing"},
+    "vectors": {"extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools", "testing"},
+    "tools": {"extract", "api", "service", "cli", "maintenance", "sync", "testing"},
+    "recall": {"extract", "maintenance", "sync", "api", "service", "cli", "tools", "testing"},
+    "extract": {"recall", "maintenance", "api", "service", "cli", "testing"},
+    "maintenance": {"api", "service", "cli", "recall", "testing"},
+    "sync": {"api", "service", "cli", "recall", "testing"},
+    # the library: what a program imports; front ends (service/, cli/) sit on it, never under it
+    "api": {"service", "cli", "testing"},
+    "service": {"cli", "testing"},
+    "cli": {"testing"},
+    # test doubles (scripted models, a fake OpenAI endpoint): used by tests and benchmarks, by no product code
+    "testing": {"api", "service", "cli"},
+    "schemas": {"store", "llm", "vectors", "extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools",
+                "testing"},
+    "prompts": {"store", "llm", "vectors", "extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools",
+                "testing"},
 }
 
 
@@ -113,9 +120,9 @@ def test_layers_import_only_what_lies_below():
 
 def test_the_layers_are_packages():
     layers = {_layer(m) for m in MODULES}
-    assert {"store", "llm", "extract", "vectors", "recall", "maintenance", "sync", "service", "cli", "tools",
-            "schemas", "prompts"} <= layers
+    assert {"store", "llm", "extract", "vectors", "recall", "maintenance", "sync", "api", "service", "cli", "tools",
+            "schemas", "prompts", "testing"} <= layers
     flat = sorted(m for m in MODULES if _layer(m) == "root")
     # the root keeps the package face and what every layer shares
     assert set(flat) <= {"curator", "curator.__main__", "curator.errors", "curator.settings", "curator.paths",
-                         "curator.dates", "curator.maintenance_settings", "curator.testing", "curator.textfile"}, flat
+                         "curator.dates", "curator.maintenance_settings", "curator.textfile"}, flat

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from curator.extract.scripted_story import milestone_summarizer, story, story_extractor
+from curator.testing.scripted_story import milestone_summarizer, story, story_extractor
 from curator.llm.tokens import count_tokens
 from curator.recall.engine import Recaller
 from curator.recall.query import build_query, fuse_parts, split_intents

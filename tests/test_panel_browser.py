@@ -13,7 +13,7 @@ import pytest
 from panel_seed import ARCHIVED, BIG_ACTIVE, seed_big, seed_story
 
 import curator
-from curator.extract.scripted import scripted_model
+from curator.testing.scripted import scripted_model
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 

@@ -13,7 +13,7 @@ import pytest
 
 import curator
 from curator.service.proxy import inject
-from curator.extract.scripted import reply_text, scripted_model
+from curator.testing.scripted import reply_text, scripted_model
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 
@@ -218,7 +218,7 @@ def test_a_request_that_drops_the_oldest_messages_is_a_tail_of_the_chat(proxy):
 def test_window_start_finds_the_tail_even_when_its_first_message_was_edited():
     from curator.store.messages import Message
     from curator.service.proxy import window_start
-    from curator.extract.scripted import scripted_chat
+    from curator.testing.scripted import scripted_chat
 
     chat = scripted_chat(20)
     assert window_start(chat, chat) == 0

@@ -10,7 +10,7 @@ import pytest
 
 import curator
 from curator.extract.chatfile import read_chat
-from curator.extract.scripted import reply_text, scripted_model
+from curator.testing.scripted import reply_text, scripted_model
 from curator.paths import example_file
 from curator.service.proxy import ProxyConfig
 from curator.service.proxy_match import request_kind, same_floor, window_start

@@ -13,7 +13,7 @@ import httpx2
 from test_service_crash import CLIENT, start_service
 
 import curator
-from curator.extract.scripted import scripted_chat
+from curator.testing.scripted import scripted_chat
 from curator.testing import FakeOpenAI, one_event
 
 HANG_GUARD = 600

@@ -11,7 +11,7 @@ import pytest
 
 import curator
 from curator.errors import CuratorError
-from curator.extract.scripted import graph_signature, reply_text, scripted_chat, scripted_model
+from curator.testing.scripted import graph_signature, reply_text, scripted_chat, scripted_model
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 from curator.service.server.security import Limits, check_bind

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx2
 
 import curator
-from curator.extract.scripted import scripted_chat
+from curator.testing.scripted import scripted_chat
 from curator.testing import FakeOpenAI, one_event
 
 CLIENT = {"x-curator-client": "test"}  # state-changing requests need it (or a JSON body)

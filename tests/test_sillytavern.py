@@ -17,7 +17,7 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import curator
-from curator.extract.scripted import graph_signature, reply_text
+from curator.testing.scripted import graph_signature, reply_text
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 from curator.service.proxy_match import same_floor

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import curator
 from curator.cli.main import app as cli_app
 from curator.errors import CuratorError
-from curator.extract.scripted import scripted_model
+from curator.testing.scripted import scripted_model
 from curator.service.proxy_guard import encode_chat_id, header_chat_id
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.request_guard import SitePolicy, lone_surrogate

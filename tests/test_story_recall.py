@@ -141,7 +141,7 @@ def test_a_chat_without_points_of_view_renders_as_before(chat, memory):
 def test_the_http_recall_takes_the_speaker(tale):
     import httpx2
 
-    from curator.extract.scripted import scripted_model
+    from curator.testing.scripted import scripted_model
     from curator.service.server import ServiceConfig, create_app
     from curator.service.server.runner import ThreadedServer
 

@@ -9,7 +9,7 @@ import pytest
 import curator
 from curator.errors import CuratorError
 from curator.store.messages import Message
-from curator.extract.scripted import graph_signature, reply_text, scripted_chat, scripted_model
+from curator.testing.scripted import graph_signature, reply_text, scripted_chat, scripted_model
 from curator.sync.history import find_dirty_floor
 
 FLOORS = 200

@@ -14,7 +14,7 @@ from curator.cli.guards import INPUT_ERRORS, input_error_message
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:
-    from curator.service.memory import Memory
+    from curator.api.memory import Memory
 
 # rich_markup_mode=None: click's plain help shows flags as flags (`--json`, not `--json <bool>`) and renders without
 # loading rich's markdown machinery (most of `curator --help`'s start-up time).
@@ -59,7 +59,7 @@ def reported(command):
 
 def open_memory(existing: bool = False) -> Memory:
     """The Memory of `--data`. `existing`: a read-only command; a missing store is an error and nothing is created."""
-    from curator.service.memory import Memory  # loaded by the commands that use it, not by `--help`
+    from curator.api.memory import Memory  # loaded by the commands that use it, not by `--help`
 
     if existing:
         from curator.paths import data_dir

@@ -364,7 +364,7 @@ def _floor_range(text: str) -> tuple[int, int]:
 @reported
 def demo(json_: JsonOpt = False) -> None:
     """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
-    from curator.service.memory import Memory
+    from curator.api.memory import Memory
     from curator.settings import load_settings
 
     target = state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))

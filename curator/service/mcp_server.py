@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError
 
 from curator import __version__
 from curator.errors import CuratorError, NotFound
-from curator.service.memory import Memory
+from curator.api.memory import Memory
 from curator.store.messages import manual_anchor_floor
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)

@@ -16,7 +16,7 @@ from curator.schemas import SchemaError
 
 from curator import __version__
 from curator.errors import ChatExists, CuratorError, NotFound, StoreLocked
-from curator.service.memory import Memory
+from curator.api.memory import Memory
 from curator.service.server import routes_chats, routes_graph, routes_panel, routes_work
 from curator.service.server.request_guard import SitePolicy
 from curator.service.server.security import BodyTooLarge, GuardMiddleware, Limits, error_body

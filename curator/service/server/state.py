@@ -12,7 +12,7 @@ from pydantic_ai.models import Model
 
 from curator.extract.extractor import due_floors
 from curator.service.jobs import ChatLocks, JobContext, JobFailed, JobKind, JobRunner
-from curator.service.memory import Memory
+from curator.api.memory import Memory
 from curator.sync.history import HistoryReport, extract_due
 
 

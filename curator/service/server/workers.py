@@ -16,7 +16,7 @@ from dataclasses import asdict
 
 from fastapi import FastAPI
 
-from curator.service.memory import Memory
+from curator.api.memory import Memory
 from curator.service.server.app import ServiceConfig, create_app
 from curator.service.server.request_guard import SitePolicy
 from curator.service.server.security import Limits
