@@ -73,7 +73,7 @@ def main() -> None:
     model: list[float] = []
     with FakeOpenAI(responder) as fake, TempMemory() as tmp:
         memory = tmp.memory
-        memory._settings = Settings(profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
+        memory.settings = Settings(profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
                                                                       api_key_env="BENCH_UNUSED_KEY")},
                                     **({"embedding": EmbeddingProfile(model=args.model)}
                                        if args.model and args.model != "stub" else {}))

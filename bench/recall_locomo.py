@@ -231,7 +231,7 @@ def main() -> None:
         if args.model:
             from curator.vectors.embeddings import EmbeddingProfile
 
-            memory._settings = memory.settings.model_copy(update={"embedding": EmbeddingProfile(model=args.model)})
+            memory.settings = memory.settings.model_copy(update={"embedding": EmbeddingProfile(model=args.model)})
         if args.split_sources:
             _split_sources(memory.index, args.split_sources)
         schema_path = tmp.path / "locomo.yaml"

@@ -37,7 +37,7 @@ from curator.errors import (  # noqa: E402
 # touches: the store needs no model, vector or service code.
 _LAZY = {
     "Edge": "curator.store.graph", "Node": "curator.store.graph", "Message": "curator.store.messages",
-    "Memory": "curator.api.memory", "open": "curator.api.memory", "CommitRecord": "curator.store.store",
+    "Memory": "curator.api.memory", "open": "curator.api.memory", "AsyncMemory": "curator.api.async_memory", "CommitRecord": "curator.store.store",
     "RollbackResult": "curator.store.store", "Store": "curator.store.store",
 }
 
@@ -60,7 +60,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "ChatExists", "ChatFileError", "ChatNotFound", "CommitRecord", "CuratorError", "Edge", "ImportFileError",
+    "AsyncMemory", "ChatExists", "ChatFileError", "ChatNotFound", "CommitRecord", "CuratorError", "Edge", "ImportFileError",
     "Memory", "Message", "MigrationFailed", "Node", "NotFound", "OpError", "RollbackResult", "Store",
     "StoreCorrupt", "StoreError", "StoreLocked", "StoreTooNew", "open",
 ]

@@ -18,7 +18,7 @@ def test_cohere_tool_call_round_trip(memory, monkeypatch):
     memory.create_chat("road", "default")
     memory.set_messages("road", [Message("user", "Rowan", "Here, take the salve."),
                                  Message("assistant", "Eileen", "I owe you for this.")])
-    memory._settings = Settings(profiles={"default": profile})
+    memory.settings = Settings(profiles={"default": profile})
     args = {"event": [{"summary": "Rowan gives Eileen a salve; she owes him."}]}
     reply = {"id": "r1", "finish_reason": "TOOL_CALL",
              "message": {"role": "assistant", "tool_calls": [

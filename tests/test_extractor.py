@@ -222,7 +222,7 @@ def test_language_setting_reaches_the_system_prompt(live):
     script = Script(lambda schema: event("x"))
     extract_next(live, script)
     assert "use the language the chat is written in" in _system_prompt(script.requests[0])
-    live._settings = Settings(extraction=ExtractionSettings(language="Japanese"))
+    live.settings = Settings(extraction=ExtractionSettings(language="Japanese"))
     extract_next(live, script)
     assert "write in Japanese" in _system_prompt(script.requests[1])
 

@@ -16,7 +16,7 @@ from curator.testing import FakeOpenAI
 
 
 def _run(memory, fake, replies: int):
-    memory._settings = Settings(profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
+    memory.settings = Settings(profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
                                                                   api_key_env="SCHEMA_CACHE_UNUSED")})
     lines = []
     for i in range(replies):

@@ -34,7 +34,7 @@ def live(memory, profile):
                                  Message("assistant", "Eileen", "I owe you, Rowan. I will remember this."),
                                  Message("user", "Rowan", "Then let's cross the bridge."),
                                  Message("assistant", "Eileen", "Brannoch wants a toll.")])
-    memory._settings = Settings(profiles={"default": profile})
+    memory.settings = Settings(profiles={"default": profile})
     return memory
 
 
@@ -151,7 +151,7 @@ def test_unknown_field_in_a_tool_call_is_an_error_the_model_sees(httpx2_mock, li
 
 def test_json_mode_for_servers_without_tool_calling(httpx2_mock, live, profile):
     json_profile = profile.model_copy(update={"output_mode": "json"})
-    live._settings = Settings(profiles={"default": json_profile})
+    live.settings = Settings(profiles={"default": json_profile})
 
     def reply(request):
         sent = body(request)

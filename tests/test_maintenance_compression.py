@@ -79,7 +79,7 @@ def test_a_summary_over_the_limit_goes_back_to_the_model(events):
         return fold_answer(prompt, schema)
 
     script = Scripted(answer)
-    events._settings = events.settings.model_copy(update={"maintenance": events.settings.maintenance.model_copy(
+    events.settings = events.settings.model_copy(update={"maintenance": events.settings.maintenance.model_copy(
         update={"compression": events.settings.maintenance.compression.model_copy(update={"concurrency": 1})})})
     report = events.compact("road", model=script.model)
     assert report.ok

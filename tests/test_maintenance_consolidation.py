@@ -121,7 +121,7 @@ def test_gate_skips_a_lone_dissimilar_node_without_asking(road):
     road.commit("road", [{"op": "create_node", "id": "odd", "type": "event", "title": "Summary 4",
                           "fields": {"summary": "A storm of frogs falls on the northern glacier."}}],
                 anchor_floor=5, origin="extract", note="seq 3")
-    road._settings = road.settings.model_copy(update={"maintenance": road.settings.maintenance.model_copy(update={
+    road.settings = road.settings.model_copy(update={"maintenance": road.settings.maintenance.model_copy(update={
         "consolidation": road.settings.maintenance.consolidation.model_copy(update={"threshold": 0.97})})})
     script = decide({"node_id": "odd", "action": "keep"})
     report = road.consolidate("road", model=script.model)
@@ -150,7 +150,7 @@ def test_latest_only_name_match_triggers_the_gate(road):
     road.commit("road", [{"op": "create_node", "id": "bridge2", "type": "location_state",
                           "title": "brannoch's  BRIDGE", "fields": {"name": "brannoch's  BRIDGE", "danger": "high"}}],
                 anchor_floor=5, origin="extract", note="seq 3")
-    road._settings = road.settings.model_copy(update={"maintenance": road.settings.maintenance.model_copy(update={
+    road.settings = road.settings.model_copy(update={"maintenance": road.settings.maintenance.model_copy(update={
         "consolidation": road.settings.maintenance.consolidation.model_copy(update={"threshold": 0.999})})})
     script = decide({"node_id": "bridge2", "action": "merge", "merge_target_id": "bridge"})
     report = road.consolidate("road", model=script.model)
@@ -161,7 +161,7 @@ def test_latest_only_name_match_triggers_the_gate(road):
 
 def test_without_an_embedder_it_is_skipped_and_says_so(road, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY", raising=False)
-    road._settings = road.settings.model_copy(update={
+    road.settings = road.settings.model_copy(update={
         "embedding": EmbeddingProfile(provider="openai", model="text-embedding-3-small", api_key_env="NO_SUCH_KEY")})
     script = decide({"node_id": "new1", "action": "keep"})
     report = road.consolidate("road", model=script.model)

@@ -24,7 +24,7 @@ def extraction_step(memory, chat, seq, floor):
 def with_maintenance(memory, **sections):
     cfg = memory.settings.maintenance
     update = {name: getattr(cfg, name).model_copy(update=values) for name, values in sections.items()}
-    memory._settings = memory.settings.model_copy(update={"maintenance": cfg.model_copy(update=update)})
+    memory.settings = memory.settings.model_copy(update={"maintenance": cfg.model_copy(update=update)})
 
 
 @pytest.fixture

@@ -161,9 +161,9 @@ def test_rebuild_clears_and_reextracts_every_floor(memory, synced, tmp_path):
 def test_sync_drops_recall_results_cached_for_rolled_back_floors(memory, synced):
     first = memory.recall("c", "Where did Eileen go?", user_floor=198)
     assert memory.recall("c", "Where did Eileen go?", user_floor=198).reused
-    assert len(memory._recaller._results) == 1
+    assert len(memory._core._recaller._results) == 1
     memory.sync("c", synced[:150])
-    assert len(memory._recaller._results) == 0
+    assert len(memory._core._recaller._results) == 0
     again = memory.recall("c", "Where did Eileen go?", user_floor=148)
     assert not again.reused and again.graph_version != first.graph_version
     # vectors follow: nothing indexed for nodes that are gone (once the staged writes reach Chroma)

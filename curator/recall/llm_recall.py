@@ -8,7 +8,7 @@ failure (an error, a bad answer, no valid id) recall falls back to `hybrid`: it 
 
 from __future__ import annotations
 
-import asyncio
+from curator.aio import run_sync
 import logging
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -70,7 +70,7 @@ def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView,
     trace = LLMTrace()
     reason = "no valid id chosen"
     try:
-        chosen = asyncio.run(_select(recaller, chat_id, version, graph, query, pool, opts, trace, rq))
+        chosen = run_sync(_select(recaller, chat_id, version, graph, query, pool, opts, trace, rq))
     except Exception as exc:  # noqa: BLE001 - any model failure falls back to deterministic recall
         log.warning("LLM recall failed, falling back to hybrid: %s", exc)
         chosen, reason = [], f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"

@@ -3,7 +3,7 @@ Its ids are validated; on any failure (an error, an empty or invalid answer) the
 
 from __future__ import annotations
 
-import asyncio
+from curator.aio import run_sync
 import logging
 
 from pydantic import BaseModel, Field
@@ -39,7 +39,7 @@ def llm_rerank(settings: Settings, query: str, candidates: list[Chosen], documen
         agent = Agent(MeteredModel(model, "recall", trace), output_type=Picks, model_settings=extra)
         listing = "\n".join(f"{c.node.id}: {' '.join(documents.get(c.node.id, c.node.title).split())[:400]}"
                             for c in pool)
-        result = asyncio.run(agent.run(render("llm_rerank", limit=PICK, turns=query, candidates=listing)))
+        result = run_sync(agent.run(render("llm_rerank", limit=PICK, turns=query, candidates=listing)))
         picked = [i for i in dict.fromkeys(result.output.ids) if i in by_id]
         if not picked:
             raise ValueError(f"no valid id among {result.output.ids!r}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+from curator.aio import run_sync
 import logging
 
 from pydantic_ai import Agent
@@ -22,7 +22,7 @@ def rewrite_query(settings: Settings, turns: str, usage: Usage) -> str | None:
         profile = settings.profile_for("rewrite")
         model = MeteredModel(build_model(profile), "rewrite", trace)
         agent = Agent(model, output_type=str, model_settings=model_settings(profile))
-        result = asyncio.run(agent.run(render("rewrite", turns=turns)))
+        result = run_sync(agent.run(render("rewrite", turns=turns)))
         text = " ".join(str(result.output).split())
         return text or None
     except Exception as exc:  # noqa: BLE001 - a failed rewrite must not fail the recall

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,6 +9,7 @@ from dataclasses import dataclass, field
 
 from pydantic_ai.models import Model
 
+from curator.aio import run_sync
 from curator.extract.extractor import due_floors
 from curator.service.jobs import ChatLocks, JobContext, JobFailed, JobKind, JobRunner
 from curator.api.memory import Memory
@@ -83,17 +83,17 @@ def build_service(memory: Memory, model: Model | None = None, workers: int = 4, 
                   job_lease: float | None = None) -> Service:
     locks = ChatLocks(memory.store)  # honoured by every process over this store
     recall_lock = threading.RLock()
-    service = Service(memory, locks, None, recall_lock, model,  # type: ignore[arg-type]
+    kinds: dict[str, JobKind] = {}  # filled below: the jobs run on the service they belong to
+    jobs = JobRunner(memory.store, locks, kinds, workers=workers, **({"lease": job_lease} if job_lease else {}))
+    service = Service(memory, locks, jobs, recall_lock, model,
                       curate_model=curate_model, maintenance_model=maintenance_model, summarize_model=summarize_model)
-    kinds = {
+    kinds.update({
         "extract": JobKind(lambda ctx: _extract_job(service, ctx), resumable=True),
         "rebuild": JobKind(lambda ctx: _rebuild_job(service, ctx), resumable=True),
         "vectors": JobKind(lambda ctx: _vectors_job(service, ctx), resumable=True),
         "curate": JobKind(lambda ctx: _curate_job(service, ctx), resumable=True),
         **{op: JobKind(lambda ctx, op=op: _maintenance_job(service, ctx, op)) for op in MAINTENANCE_OPS},
-    }
-    service.jobs = JobRunner(memory.store, locks, kinds, workers=workers,
-                             **({"lease": job_lease} if job_lease else {}))
+    })
     # Open the shared parts now, not racily on the first concurrent requests.
     memory.history.on_floors_dropped.append(service.forget_floors)
     memory.index  # noqa: B018
@@ -163,7 +163,7 @@ def _extract_job(service: Service, ctx: JobContext) -> dict:
         done.append(result)
         ctx.progress(count, total, f"floor {result.floor}: {'ok' if result.ok else result.reason}")
 
-    results = asyncio.run(extract_due(writer, ctx.chat_id, on_step=on_step, should_stop=ctx.should_stop,
+    results = run_sync(extract_due(writer, ctx.chat_id, on_step=on_step, should_stop=ctx.should_stop,
                                       lock=ctx.writer, on_idle=ctx.retire))
     return _steps(results)
 

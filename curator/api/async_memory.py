@@ -1,0 +1,205 @@
+"""`AsyncMemory`: the library for async code (a FastAPI app, a pydantic-ai agent, a notebook). The same operations
+as `Memory`, each awaited: those that wait for a model run on the caller's loop; those that wait for the store or
+the embedder run in a worker thread, so the loop keeps serving while they work.
+
+    async with curator.AsyncMemory("./data") as memory:
+        await memory.create_chat("notes", "default")
+        injection = await memory.recall("notes", "Where is the lantern?")
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar
+
+from curator.api.core import MemoryCore, documented
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from curator.extract.curator_agent import CurateResult
+    from curator.extract.extractor import ExtractionResult
+    from curator.extract.ingest import IngestReport
+    from curator.maintenance import MaintenanceReport
+    from curator.recall.injection import Injection
+    from curator.schemas import Schema
+    from curator.settings import Settings
+    from curator.store.exchange import ImportMode
+    from curator.store.messages import Message
+    from curator.store.queries import GraphView
+    from curator.store.store import Chat, CommitRecord, RollbackResult, Store
+    from curator.sync.history import HistoryReport
+    from curator.vectors.index import SyncReport
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def _off_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run blocking work (the store, the embedder) in the loop's worker threads. The store gives each thread its
+    own connection, and the default executor reuses its threads, so connections are not opened per call."""
+    return await asyncio.to_thread(function, *args, **kwargs)
+
+
+@documented(MemoryCore)
+class AsyncMemory:
+    """Memory for every chat under one data directory, for async code. `Memory` is its synchronous twin; both
+    may share one state (`Memory.aio`)."""
+
+    def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None,
+                 store: str | None = None, *, core: MemoryCore | None = None):
+        # store: a PostgreSQL URL (default: $CURATOR_STORE, `store:` in config.yaml, else SQLite in data_dir)
+        self._core = core if core is not None else MemoryCore(data_dir, settings, store)
+
+    # the state both faces share
+    @property
+    def store(self) -> Store:
+        return self._core.store
+
+    @property
+    def settings(self) -> Settings:
+        return self._core.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self._core.settings = settings
+
+    @property
+    def data_dir(self) -> Path:
+        return self._core.data_dir
+
+    async def aclose(self) -> None:
+        await _off_loop(self._core.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # chats and the commit log
+    async def create_chat(self, chat_id: str, schema: Schema | str | Path = "default",
+                          settings: dict[str, Any] | None = None) -> Chat:
+        return await _off_loop(self._core.create_chat, chat_id, schema, settings)
+
+    async def chats(self) -> list[str]:
+        return await _off_loop(self._core.chats)
+
+    async def chat(self, chat_id: str) -> Chat:
+        return await _off_loop(self._core.chat, chat_id)
+
+    async def graph(self, chat_id: str) -> GraphView:
+        return await _off_loop(self._core.graph, chat_id)
+
+    async def set_messages(self, chat_id: str, messages: list[Message]) -> None:
+        await _off_loop(self._core.set_messages, chat_id, messages)
+
+    async def load_chat_file(self, chat_id: str, path: str | Path) -> int:
+        return await _off_loop(self._core.load_chat_file, chat_id, path)
+
+    async def commit(self, chat_id: str, ops: list[Any], anchor_floor: int, origin: str = "manual",
+                     note: str = "") -> CommitRecord:
+        return await _off_loop(self._core.commit, chat_id, ops, anchor_floor, origin, note)
+
+    async def rollback(self, chat_id: str, floor: int) -> RollbackResult:
+        return await _off_loop(self._core.rollback, chat_id, floor)
+
+    async def delete_chat(self, chat_id: str) -> None:
+        await _off_loop(self._core.delete_chat, chat_id)
+
+    # extraction and the curator agent
+    async def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None,
+                      maintenance_model: Model | None = None,
+                      summarize_model: Model | None = None) -> list[ExtractionResult]:
+        return await self._core.extract(chat_id, floor, model, maintenance_model, summarize_model)
+
+    async def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default",
+                     model: Model | None = None, on_step: Callable[..., None] | None = None,
+                     limit: int | None = None, maintenance_model: Model | None = None,
+                     curate_model: Model | None = None, summarize_model: Model | None = None) -> IngestReport:
+        return await self._core.ingest(chat_id, path, schema, model, on_step, limit, maintenance_model,
+                                       curate_model, summarize_model)
+
+    async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
+                     dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
+                     summarize_model: Model | None = None) -> CurateResult:
+        return await self._core.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests,
+                                       model=model, summarize_model=summarize_model)
+
+    async def usage(self, chat_id: str) -> dict[str, Any]:
+        return await _off_loop(self._core.usage, chat_id)
+
+    # vectors and recall
+    async def rebuild_vectors(self, chat_id: str, full: bool = False, floors: tuple[int, int] | None = None,
+                              progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        return await _off_loop(self._core.rebuild_vectors, chat_id, full, floors, progress)
+
+    async def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
+                     messages: list[Message] | None = None, **options: Any) -> Injection:
+        return await _off_loop(self._core.recall, chat_id, query, mode, user_floor, messages, **options)
+
+    async def world_info(self, chat_id: str) -> dict[str, Any]:
+        return await _off_loop(self._core.world_info, chat_id)
+
+    # import / export
+    async def export(self, chat_id: str) -> dict[str, Any]:
+        return await _off_loop(self._core.export, chat_id)
+
+    async def import_(self, chat_id: str, path: str | Path, mode: ImportMode = "restore", floor: int | None = None,
+                      max_bytes: int | None = None) -> CommitRecord:
+        return await _off_loop(self._core.import_, chat_id, path, mode, floor, max_bytes)
+
+    # maintenance
+    async def compact(self, chat_id: str, types: list[str] | None = None, model: Model | None = None,
+                      progress: Callable[[int, int], None] | None = None) -> MaintenanceReport:
+        return await self._core.compact(chat_id, types, model, progress)
+
+    async def consolidate(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,
+                          model: Model | None = None) -> MaintenanceReport:
+        return await self._core.consolidate(chat_id, steps, node_ids, model)
+
+    async def evolve(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,
+                     model: Model | None = None) -> MaintenanceReport:
+        return await self._core.evolve(chat_id, steps, node_ids, model)
+
+    async def summarize(self, chat_id: str, model: Model | None = None, force: bool = True) -> MaintenanceReport:
+        return await self._core.summarize(chat_id, model, force)
+
+    async def forget(self, chat_id: str, dry_run: bool = False) -> MaintenanceReport:
+        return await self._core.forget(chat_id, dry_run)
+
+    async def reflect(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
+        return await self._core.reflect(chat_id, model)
+
+    async def node_history(self, chat_id: str, node_id: str) -> list[dict[str, Any]]:
+        return await _off_loop(self._core.node_history, chat_id, node_id)
+
+    # history sync and rebuild
+    async def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
+                   model: Model | None = None, **models: Model | None) -> HistoryReport:
+        """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
+        earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then writes what
+        is due with the chat's channel (the report's `due` lists those floors either way). `models`:
+        `curate_model`, `maintenance_model`, `summarize_model`, as for `extract_due`."""
+        report = await _off_loop(self._core.sync, chat_id, messages, start)
+        if extract and report.due:
+            await self._core.extract_due(chat_id, model=model, **models)
+            report.due = await _off_loop(self._core.due, chat_id)
+        return report
+
+    async def extract_due(self, chat_id: str, model: Model | None = None,
+                          on_step: Callable[..., None] | None = None,
+                          should_stop: Callable[[], bool] | None = None, *, curate_model: Model | None = None,
+                          maintenance_model: Model | None = None,
+                          summarize_model: Model | None = None) -> list[Any]:
+        return await self._core.extract_due(chat_id, model, on_step, should_stop, curate_model=curate_model,
+                                            maintenance_model=maintenance_model, summarize_model=summarize_model)
+
+    async def rebuild(self, chat_id: str, model: Model | None = None, on_step: Callable[..., None] | None = None,
+                      should_stop: Callable[[], bool] | None = None, **models: Model | None) -> dict[str, Any]:
+        """Clear the chat's memory and write every floor again with the chat's channel (`curator rebuild`)."""
+        removed = await _off_loop(self._core.history.clear, chat_id)
+        results = await self._core.extract_due(chat_id, model, on_step, should_stop, **models)
+        return await _off_loop(self._core.rebuilt, chat_id, removed, results)

@@ -1,0 +1,410 @@
+"""What `Memory` and `AsyncMemory` share: the store, settings, vector index, recaller and history sync of one data
+directory, and every operation once. The store's operations are plain functions (they block on the database);
+the operations that wait for a model (extraction, curation, maintenance) are coroutines. `Memory` calls the first
+directly and runs the second to their end; `AsyncMemory` awaits the second and runs the first in a worker thread,
+so an event loop never waits on the store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from curator.schemas import Schema, load_schema
+
+from curator.extract.chatfile import read_chat
+from curator.store.exchange import ImportMode, export_graph, import_graph, read_graph_file
+from curator.store.messages import Message
+from curator.paths import data_dir as resolve_data_dir
+from curator.store.queries import GraphView
+from curator.store.store import Chat, CommitRecord, RollbackResult, Store
+
+# Model access (pydantic-ai), the extractor, settings (which name the embedders) and the vector index load when an
+# operation needs them: `curator show` or `curator chats` reads the store and nothing else.
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
+
+    from curator.extract.extractor import ExtractionResult
+    from curator.extract.ingest import IngestReport
+    from curator.settings import Settings
+    from curator.extract.curator_agent import CurateResult
+    from curator.recall.injection import Injection
+    from curator.maintenance import Maintainer, MaintenanceReport
+    from curator.recall.engine import Recaller
+    from curator.sync.history import HistoryReport, HistorySync
+    from curator.vectors.index import SyncReport, VectorIndex
+
+
+C = TypeVar("C", bound=type)
+
+
+def documented(source: type) -> Callable[[C], C]:
+    """Give a face's methods that have no docstring the one of the same name on `source`: each operation is
+    described once, where it is implemented."""
+
+    def apply(cls: C) -> C:
+        for name, value in vars(cls).items():
+            original = getattr(source, name, None)
+            if callable(value) and not value.__doc__ and original is not None and original.__doc__:
+                value.__doc__ = original.__doc__
+        return cls
+
+    return apply
+
+
+class MemoryCore:
+    """Memory for every chat under one data directory: the state and the operations behind both faces."""
+
+    def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None,
+                 store: str | None = None):
+        # store: a PostgreSQL URL (default: $CURATOR_STORE, `store:` in config.yaml, else SQLite in data_dir)
+        self.store = Store(resolve_data_dir(data_dir), store=store)
+        self._settings = settings
+        self._index: VectorIndex | None = None
+        self._recaller: Recaller | None = None
+        self._compress_failures: dict[str, int] = {}  # chat -> floor of its last failed compression (pipeline)
+        self._history: HistorySync | None = None
+        # the HTTP service sets a lock here: recall caches are shared by its request threads
+        self.recall_guard: AbstractContextManager[object] | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Model profiles and extraction settings (`<data>/config.yaml` and the environment), read once."""
+        if self._settings is None:
+            from curator.settings import load_settings
+
+            self._settings = load_settings(self.data_dir)
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        """Replace the settings (before the index or recall is first used: they keep the ones they opened with)."""
+        self._settings = settings
+
+    @property
+    def data_dir(self) -> Path:
+        return self.store.data_dir
+
+    def close(self) -> None:
+        self._write_access()
+        if self._index is not None:
+            self._index.close()
+        self.store.close()
+
+    # chats
+    def create_chat(self, chat_id: str, schema: Schema | str | Path = "default", settings: dict | None = None) -> Chat:
+        """Create a chat using a schema object, a preset name or a schema file path."""
+        if not isinstance(schema, Schema):
+            schema = load_schema(schema)
+        return self.store.create_chat(chat_id, schema, settings)
+
+    def chats(self) -> list[str]:
+        return self.store.chats()
+
+    def chat(self, chat_id: str) -> Chat:
+        return self.store.chat(chat_id)
+
+    def graph(self, chat_id: str) -> GraphView:
+        self._write_access()
+        return self.store.graph(chat_id)
+
+    def _write_access(self) -> None:
+        """Recall keeps its access counts in memory for a few recalls (`Recaller.write_access`): what reads the
+        graph sees them written."""
+        if self._recaller is not None:
+            self._recaller.write_access()
+
+    def set_messages(self, chat_id: str, messages: list[Message]) -> None:
+        self.store.set_messages(chat_id, messages)
+
+    def load_chat_file(self, chat_id: str, path: str | Path) -> int:
+        """Store the messages of a SillyTavern .jsonl or plain JSONL file as the chat's history."""
+        messages = read_chat(path).messages
+        self.store.set_messages(chat_id, messages)
+        return len(messages)
+
+    # the commit log
+    def commit(self, chat_id: str, ops: list, anchor_floor: int, origin: str = "manual", note: str = "") -> CommitRecord:
+        return self.store.commit(chat_id, ops, anchor_floor, origin, note)
+
+    def rollback(self, chat_id: str, floor: int) -> RollbackResult:
+        return self.store.rollback(chat_id, floor)
+
+    # extraction
+    async def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None,
+                      maintenance_model: Model | None = None,
+                      summarize_model: Model | None = None) -> list[ExtractionResult]:
+        """Extract the reply at `floor`, or every reply still due; stops at the first failure. The built-in
+        extractor only, whatever the channel (`extract_due` follows the channel). After each step, compression
+        of the types over their threshold and the scheduled maintenance (reports in `result.maintenance`), see
+        `_after_step` and `_compress_after`."""
+        from curator.extract.extractor import Extractor
+
+        scheduled = self._after_step(model, maintenance_model)
+        compress = self._compress_after(model, summarize_model)
+
+        async def after_step(result: ExtractionResult) -> list:
+            return [*(await scheduled(result) if scheduled else []),
+                    *(await compress(chat_id, result.floor) if compress else [])]
+
+        extractor = Extractor(self.store, self.settings, model=model)
+        floors = [floor] if floor is not None else extractor_due(self.store, chat_id, self.settings)
+        results = []
+        for f in floors:
+            results.append(await extractor.extract(chat_id, f))
+            if results[-1].ok:
+                results[-1].maintenance = await after_step(results[-1])
+            if not results[-1].ok:
+                break
+        return results
+
+    async def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default",
+                     model: Model | None = None, on_step: Callable | None = None, limit: int | None = None,
+                     maintenance_model: Model | None = None, curate_model: Model | None = None,
+                     summarize_model: Model | None = None) -> IngestReport:
+        """Replay a chat file into memory, extracting floor by floor; a rerun continues where it stopped.
+        The chat's `extraction.channel` says whether the extractor, the curator agent or both write; after each
+        floor, compression of the types over their threshold, and scheduled maintenance (see `channel_writer`)."""
+        from curator.extract.ingest import ingest
+
+        writer = self.channel_writer(model, curate_model, maintenance_model, summarize_model)
+        return await ingest(self.store, chat_id, path, self.settings, schema=schema, on_step=on_step, limit=limit,
+                            write=writer)
+
+    def channel_writer(self, model: Model | None = None, curate_model: Model | None = None,
+                       maintenance_model: Model | None = None, summarize_model: Model | None = None):
+        """Who writes memory after a reply, as the chat's `extraction.channel` says (extractor, curator, both or
+        off), then compression in the pipeline (`_compress_after`) and the scheduled maintenance (`_after_step`).
+        The models replace the configured ones (tests, scripted runs)."""
+        from curator.extract.channel import ChannelWriter
+
+        return ChannelWriter(self.store, self.settings, model=model, curate_model=curate_model,
+                             curator_index=lambda: self._curator_index_for(),
+                             after_extraction=self._after_step(model, maintenance_model),
+                             after_floor=self._compress_after(model, summarize_model))
+
+    def _curator_index_for(self):
+        return self.index if self.store.conn.execute("SELECT 1 FROM vector_state LIMIT 1").fetchone() else None
+
+    def _compress_after(self, model: Model | None, summarize_model: Model | None):
+        """Compression in the pipeline (`curator/maintenance/pipeline.py`): after a floor's commits, the types
+        over their threshold are compressed in the same job with the `summarize` model. With an explicit
+        extraction `model` but no `summarize_model` it does not run (a model given for one task is never
+        reused for another, nor is the configured one mixed into a scripted run)."""
+        if model is not None and summarize_model is None:
+            return None
+        from curator.maintenance.pipeline import compress_due
+
+        maintainer = self.maintainer(summarize_model)
+
+        failures = self._compress_failures
+
+        async def run(chat_id: str, floor: int) -> list:
+            report = await compress_due(maintainer, chat_id, floor, failures)
+            return [report] if report is not None else []
+
+        return run
+
+    def usage(self, chat_id: str) -> dict:
+        """LLM calls, tokens and latency of a chat, per task and in all, and the failed extraction steps."""
+        from curator.llm.usage import extraction_failures, usage_totals
+
+        self.store.chat(chat_id)
+        return {"usage": usage_totals(self.store, chat_id), "failed_steps": extraction_failures(self.store, chat_id)}
+
+    # vectors and recall
+    @property
+    def index(self) -> VectorIndex:
+        """The vector index (opened on first use). While it is open, every commit and rollback is followed by
+        an incremental sync; recall also syncs first when the graph changed, so the index is never read stale."""
+        if self._index is None:
+            from curator.vectors.index import VectorIndex
+
+            self._index = VectorIndex(self.store, self.settings.embedding, self.settings.vectors_url)
+            self.store.on_change.append(lambda chat_id: self._index.sync(chat_id))
+        return self._index
+
+    def rebuild_vectors(self, chat_id: str, full: bool = False, floors: tuple[int, int] | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        """Re-embed what is missing or stale (`full`: everything; `floors`: the nodes of a floor range)."""
+        self.store.chat(chat_id)
+        return self.index.sync(chat_id, full=full, floors=floors, progress=progress)
+
+    def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
+               messages: list[Message] | None = None, **options) -> Injection:
+        """The injection for the next generation: persistent and recalled memory within the token budget.
+        Give `user_floor` (the floor of the user message being answered) to reuse the result on a swipe, and
+        `messages` (the recent turns, the message answered last) to build the query from the conversation."""
+        if self._recaller is None:
+            from curator.recall.engine import Recaller
+
+            self._recaller = Recaller(self.store, self.settings, self.index)
+        opts = self.settings.recall.model_copy(update=options) if options else None
+        return self._recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=opts, messages=messages)
+
+    def world_info(self, chat_id: str) -> dict:
+        """The chat's memory as a SillyTavern World Info (lorebook) file."""
+        from curator.recall.worldinfo import export_world_info
+
+        chat = self.store.chat(chat_id)
+        latest = max((n.floor_to for n in self.store.graph(chat_id).nodes(archived=None)), default=0)
+        messages = self.store.messages(chat_id)
+        return export_world_info(self.store.graph(chat_id), chat.schema, max(latest, len(messages) - 1))
+
+    # import / export
+    def export(self, chat_id: str) -> dict:
+        self._write_access()
+        return export_graph(self.store, chat_id)
+
+    def import_(self, chat_id: str, path: str | Path, mode: ImportMode = "restore", floor: int | None = None,
+                max_bytes: int | None = None) -> CommitRecord:
+        """Import a graph file into `chat_id` (created with the file's schema when new) as one commit."""
+        graph, schema, source = read_graph_file(path, **({"max_bytes": max_bytes} if max_bytes else {}))
+        return import_graph(self.store, chat_id, graph, schema, mode, floor, source)
+
+    # ---- the memory_curator agent (issue 5) ----------------------------------------------------------------
+    async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
+                     dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
+                     summarize_model: Model | None = None) -> CurateResult:
+        """Run the memory_curator agent for the reply at `floor` (default: the newest) or for a reply the
+        orchestrator drafted (`draft_reply`, at the floor it will take). Its writes land as one commit anchored
+        at that floor (none with `dry_run`: the result lists the ops it would commit); the result is the run's
+        trace: tool calls, model requests, tokens, latency, ops. `model` replaces the `curate` profile's."""
+        from curator.extract.curator_agent import Curator
+
+        self.store.chat(chat_id)
+        has_vectors = self.store.conn.execute("SELECT 1 FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
+        curator = Curator(self.store, self.settings, model=model, index=self.index if has_vectors else None)
+        compress = self._compress_after(model, summarize_model)
+
+        result = await curator.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests)
+        if result.ok and result.commit is not None and compress is not None:
+            result.maintenance = await compress(chat_id, result.floor)
+        return result
+
+    # ---- maintenance (issue 6): consolidation, compression, summaries, forgetting, reflection, evolution ----
+    # Each returns a MaintenanceReport (changes, commits, LLM calls and tokens); each step that changes the graph
+    # is its own commit (origin `maintenance`) anchored at the chat's current floor, so a rollback undoes it.
+    def maintainer(self, model: Model | None = None) -> Maintainer:
+        """The maintenance jobs of this store; `model` replaces the configured `maintain` profile."""
+        from curator.maintenance import Maintainer
+
+        self._write_access()  # forgetting weighs them
+        return Maintainer(self.store, self.settings, model=model, index=lambda: self.index)
+
+    def _after_step(self, model: Model | None, maintenance_model: Model | None):
+        """Scheduled maintenance after an extraction step, when the chat's settings turn it on
+        (`maintenance.auto`). With an explicit extraction `model` but no `maintenance_model` it does not run: a
+        model given for extraction is never reused for other tasks."""
+        if model is not None and maintenance_model is None:
+            return None
+        from curator.maintenance.scheduling import after_extraction
+
+        maintainer = self.maintainer(maintenance_model)
+        return lambda result: after_extraction(maintainer, result)
+
+    async def compact(self, chat_id: str, types: list[str] | None = None, model: Model | None = None,
+                      progress: Callable[[int, int], None] | None = None) -> MaintenanceReport:
+        """Hierarchical compression of every type (or the types named) whose compression mode is hierarchical."""
+        return await self.maintainer(model).compact(chat_id, types, progress)
+
+    async def consolidate(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,
+                          model: Model | None = None) -> MaintenanceReport:
+        """Dedupe/merge the new nodes of the newest `steps` extraction steps (or `node_ids`), gate first."""
+        return await self.maintainer(model).consolidate(chat_id, steps, node_ids)
+
+    async def evolve(self, chat_id: str, steps: int = 1, node_ids: list[str] | None = None,
+                     model: Model | None = None) -> MaintenanceReport:
+        """Force evolution of recent nodes against their neighbours (consolidation without the gate)."""
+        return await self.maintainer(model).evolve(chat_id, steps, node_ids)
+
+    async def summarize(self, chat_id: str, model: Model | None = None, force: bool = True) -> MaintenanceReport:
+        """Write a small summary of the extractions since the last one, then roll summaries up."""
+        return await self.maintainer(model).summarize(chat_id, force=force)
+
+    async def forget(self, chat_id: str, dry_run: bool = False) -> MaintenanceReport:
+        """One sleep cycle: archive the nodes whose retention fell below the threshold (`dry_run`: list them)."""
+        return await self.maintainer().forget(chat_id, dry_run=dry_run)
+
+    def node_history(self, chat_id: str, node_id: str) -> list[dict]:
+        """Every commit that changed a node, with its title and fields before (evolution keeps old texts here)."""
+        from curator.maintenance.history import node_history
+
+        return node_history(self.store, chat_id, node_id)
+
+    async def reflect(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
+        """Let the model write a reflection (a long-term pattern) linked to the memories it rests on."""
+        return await self.maintainer(model).reflect(chat_id)
+
+    # ---- history sync, swipe shelf, rebuild (issue 7) --------------------------------------------------------
+    @property
+    def history(self) -> HistorySync:
+        """History sync for every chat (opened on first use); its rollbacks drop the recall results cached for
+        the floors they remove."""
+        if self._history is None:
+            from curator.sync.shelf import Shelf
+            from curator.sync.history import HistorySync
+
+            def forget(chat_id: str, floor: int) -> None:
+                if self._recaller is not None:
+                    with self.recall_guard or nullcontext():
+                        self._recaller.forget_floors(chat_id, floor)
+
+            self._history = HistorySync(self.store, self.settings, Shelf(self.store), [forget])
+        return self._history
+
+    def sync(self, chat_id: str, messages: list[Message], start: int = 0) -> HistoryReport:
+        """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
+        earliest changed floor is rolled back (or restored from the swipe shelf); the report's `due` lists the
+        floors still to write."""
+        return self.history.sync(chat_id, messages, start)
+
+    def due(self, chat_id: str) -> list[int]:
+        """The floors still to write with the chat's channel."""
+        from curator.extract.extractor import due_floors
+
+        return [f for f, _ in due_floors(self.store, chat_id, self.settings)]
+
+    async def extract_due(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
+                          should_stop: Callable[[], bool] | None = None, *, curate_model: Model | None = None,
+                          maintenance_model: Model | None = None, summarize_model: Model | None = None) -> list:
+        """Write every floor still due with the chat's channel (extractor, curator, both; nothing for off),
+        floor by floor, each followed by compression when due; stops at the first failure or when
+        `should_stop()`. Returns a `FloorResult` per floor (`ok`, `floor`, `reason`, `usage`, the writers' results)."""
+        writer = self.channel_writer(model, curate_model, maintenance_model, summarize_model)
+        return await writer.write_due(chat_id, on_step=on_step, should_stop=should_stop)
+
+    def rebuilt(self, chat_id: str, removed: int, results: list) -> dict:
+        """What `rebuild` reports: the commits it removed, the floors written, the first failure, what is due."""
+        from curator.llm.records import Usage
+
+        usage = Usage()
+        for r in results:
+            usage.merge(r.usage)
+        failed = next((r for r in results if not r.ok), None)
+        return {"chat": chat_id, "commits_removed": removed, "steps_done": sum(r.ok for r in results),
+                "failed": failed.to_dict() if failed else None, "due": self.due(chat_id), "usage": usage.to_dict()}
+
+    def delete_chat(self, chat_id: str) -> None:
+        """Delete a chat: its messages, memory, costs and vectors."""
+        from curator.sync.shelf import delete_chat_rows
+
+        self.store.delete_chat(chat_id)
+        with self.store.transaction(chat_id) as conn:
+            delete_chat_rows(conn, chat_id)
+        self.history.floors_dropped(chat_id, 0)
+        if self._index is not None:
+            self._index.drop(chat_id)
+
+
+def extractor_due(store: Store, chat_id: str, settings: Settings) -> list[int]:
+    """The floors the built-in extractor has still to do, whatever the channel: every `extract_every` replies
+    after its own pointer."""
+    from curator.extract.extractor import assistant_floors, last_extracted_floor
+
+    every = settings.for_chat(store.chat(chat_id).settings).extraction.extract_every
+    pointer = last_extracted_floor(store, chat_id, "extract")
+    return [f for seq, f in enumerate(assistant_floors(store.messages(chat_id)), start=1)
+            if f > pointer and seq % every == 0]
+
