@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from curator.service.chat_locks import ChatLocks
+from curator.store.chat_locks import ChatLocks
 from curator.service.jobs import JobKind, JobRunner
 from curator.store.store import Store
 

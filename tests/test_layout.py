@@ -126,3 +126,17 @@ def test_the_layers_are_packages():
     # the root keeps the package face and what every layer shares
     assert set(flat) <= {"curator", "curator.__main__", "curator.errors", "curator.settings", "curator.paths",
                          "curator.dates", "curator.maintenance_settings", "curator.textfile", "curator.aio"}, flat
+
+
+def test_sql_stays_in_the_store():
+    """Every statement is sent from `curator/store/`: the other layers call its functions (issue 32: 78 calls sat
+    in 23 modules outside it)."""
+    outside = []
+    for module, path in MODULES.items():
+        if module == "curator.store" or module.startswith("curator.store."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("execute", "executemany", "executescript"):
+                outside.append(f"{module}:{node.lineno}")
+    assert outside == [], outside

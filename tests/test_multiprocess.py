@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from curator.service.chat_locks import ChatBusy, ChatLocks
-from curator.service.job_queue import JobQueue
+from curator.store.chat_locks import ChatBusy, ChatLocks
+from curator.store.job_queue import JobQueue
 from curator.store.store import Store
 
 WORKER = Path(__file__).with_name("mp_worker.py")

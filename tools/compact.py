@@ -33,9 +33,7 @@ def _compressed(ws: Workspace, type_name: str) -> TypeSpec:
 
 def roots(ws: Workspace, type_name: str, depth: int) -> list[str]:
     """Ids of the active, unfolded nodes of a type at one level, in story order."""
-    return [r[0] for r in ws.conn.execute(
-        "SELECT id FROM nodes WHERE chat_id=? AND type=? AND level=? AND archived=0 AND parent_id IS NULL "
-        "ORDER BY floor_from, floor_to, created_at, id", (ws.chat_id, type_name, depth))]
+    return ws.graph.roots(type_name, depth)
 
 
 def candidate_groups(ws: Workspace, spec: TypeSpec, depth: int) -> tuple[list[list[str]], int, str]:

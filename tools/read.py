@@ -61,14 +61,8 @@ def memory_list_candidates(ws: Workspace, types: list[str] | None = None, exclud
     `types` narrows to some types; `exclude_recent_floors` leaves out nodes that reach into the last N floors."""
     types = _check_types(ws, types) or list(ws.schema.types)
     limit = max(1, min(limit, MAX_LIST))
-    where = (f"chat_id=? AND archived=0 AND parent_id IS NULL AND type IN ({', '.join('?' * len(types))})"
-             " AND floor_to <= ?")
-    params = (ws.chat_id, *types, ws.latest_floor - max(0, exclude_recent_floors) if exclude_recent_floors > 0
-              else 2 ** 62)
-    total = ws.conn.execute(f"SELECT COUNT(*) FROM nodes WHERE {where}", params).fetchone()[0]
-    ids = [r[0] for r in ws.conn.execute(
-        f"SELECT id FROM nodes WHERE {where} ORDER BY floor_to DESC, floor_from DESC, id DESC LIMIT ?",
-        (*params, limit))]
+    total, ids = ws.graph.top_level(types, ws.latest_floor - max(0, exclude_recent_floors)
+                                    if exclude_recent_floors > 0 else 2 ** 62, limit)
     return {"total": total, "nodes": [brief(ws.graph.get(i), ws) for i in ids]}
 
 
@@ -143,8 +137,8 @@ def memory_keyword_search(ws: Workspace, query: str, types: list[str] | None = N
     if not query.strip():
         raise ToolError("query is empty", "Give a few words to search for.")
     if "bm25" not in ws.caches:  # built once per run; nodes the run changes are scored on their own below
-        rows = [SimpleNamespace(id=r[0], type=r[1], title=r[2], fields=json.loads(r[3])) for r in ws.conn.execute(
-            "SELECT id, type, title, fields_json FROM nodes WHERE chat_id=? AND archived=0", (ws.chat_id,))]
+        rows = [SimpleNamespace(id=i, type=t, title=title, fields=fields)
+                for i, t, title, fields in ws.graph.active_texts()]
         ws.caches["bm25"] = (ws.version, rows, BM25([_text(n, ws) for n in rows]))
     built, rows, bm25 = ws.caches["bm25"]
     changed = {i for i, v in ws.touched.items() if v > built}

@@ -11,15 +11,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curator.store.db import DB_FILENAME, TranslatingConnection, migrate
 from curator.errors import CuratorError, OpError
-from curator.store.ops import dump_ops, parse_ops
-from curator.store.projection import Applier
+from curator.store.commit_log import last_floor
+from curator.store.ops import parse_ops
 from curator.store.queries import GraphView
-from curator.store.store import Store, utc_now
+from curator.store.scratch import apply_ops, copy_graph
+from curator.store.store import Store
 from curator.schemas import Schema
-
-GRAPH_TABLES = ("nodes", "node_names", "edges")
 
 
 class ToolError(CuratorError):
@@ -62,39 +60,11 @@ class Workspace:
     @classmethod
     def open(cls, store: Store, chat_id: str, anchor: int, seq: int, active_types: list[str],
              latest_floor: int | None = None, index: Any = None) -> Workspace:
-        """Copy the chat's graph tables into a fresh in-memory database (one SQL statement per table)."""
+        """Copy the chat's graph tables into a fresh in-memory database (`curator/store/scratch.py`)."""
         chat = store.chat(chat_id)
-        conn = sqlite3.connect("file::memory:", uri=True, isolation_level=None, check_same_thread=False,
-                               factory=TranslatingConnection)
-        conn.path = ":memory: (curator workspace)"
-        conn.row_factory = sqlite3.Row
-        if store.engine != "sqlite":
-            _copy_from_server(conn, store, chat_id)
-            return cls._opened(store, chat, conn, chat_id, anchor, seq, active_types, latest_floor, index)
-        ddl = store.conn.execute(
-            f"SELECT type, sql FROM sqlite_master WHERE tbl_name IN ({', '.join('?' * len(GRAPH_TABLES))}) "
-            "AND sql IS NOT NULL", GRAPH_TABLES).fetchall()
-        for kind, sql in ddl:
-            if kind == "table":
-                conn.execute(sql)
-        _attach(conn, store)
-        try:
-            conn.execute("BEGIN")
-            for table in GRAPH_TABLES:
-                conn.execute(f"INSERT INTO main.{table} SELECT * FROM source.{table} WHERE chat_id=?", (chat_id,))
-            conn.execute("COMMIT")
-        finally:
-            conn.execute("DETACH DATABASE source")
-        for kind, sql in ddl:  # indexes after the copy: building them once is cheaper than growing them row by row
-            if kind == "index":
-                conn.execute(sql)
-        return cls._opened(store, chat, conn, chat_id, anchor, seq, active_types, latest_floor, index)
-
-    @classmethod
-    def _opened(cls, store, chat, conn, chat_id, anchor, seq, active_types, latest_floor, index) -> Workspace:
+        conn = copy_graph(store, chat_id)
         if latest_floor is None:
-            row = store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()
-            latest_floor = max(anchor, row[0] if row[0] is not None else 0)
+            latest_floor = max(anchor, last_floor(store, chat_id) or 0)
         return cls(store, chat_id, chat.schema, conn, anchor, seq, list(active_types), latest_floor, index)
 
     @property
@@ -110,14 +80,7 @@ class Workspace:
         except ValidationError as exc:
             err = exc.errors()[0]
             raise OpError(f"{'.'.join(str(p) for p in err['loc'][1:])}: {err['msg']}") from None
-        self.conn.execute("SAVEPOINT stage")
-        try:
-            done = dump_ops(Applier(self.conn, self.chat_id, self.schema, self.anchor, utc_now()).apply(parsed))
-        except BaseException:
-            self.conn.execute("ROLLBACK TO stage")
-            self.conn.execute("RELEASE stage")
-            raise
-        self.conn.execute("RELEASE stage")
+        done = apply_ops(self.conn, self.chat_id, self.schema, self.anchor, parsed)
         self.staged.extend(done)
         self.version += 1
         for op in done:
@@ -148,22 +111,3 @@ class Workspace:
     def close(self) -> None:
         self.conn.close()
 
-
-def _copy_from_server(conn: sqlite3.Connection, store: Store, chat_id: str) -> None:
-    """The copy of a chat whose store is on a database server: the store's tables (its own migrations, run on the
-    in-memory database), then the chat's graph rows read over the store's connection."""
-    migrate(conn)
-    conn.execute("BEGIN")
-    for table in GRAPH_TABLES:
-        rows = store.conn.execute(f"SELECT * FROM {table} WHERE chat_id=?", (chat_id,)).fetchall()
-        if rows:
-            columns = list(rows[0].keys())
-            conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-                             [tuple(r) for r in rows])
-    conn.execute("COMMIT")
-
-
-def _attach(conn: sqlite3.Connection, store: Store) -> None:
-    # Read-only URI attach: the copy can never write to the real store.
-    path = (store.data_dir / DB_FILENAME).resolve()
-    conn.execute("ATTACH DATABASE ? AS source", (f"file:{path.as_posix()}?mode=ro",))

@@ -19,6 +19,7 @@ from curator.store.messages import Message
 from curator.paths import data_dir as resolve_data_dir
 from curator.store.queries import GraphView
 from curator.store.store import Chat, CommitRecord, RollbackResult, Store
+from curator.store.vector_rows import indexed_profile
 
 # Model access (pydantic-ai), the extractor, settings (which name the embedders) and the vector index load when an
 # operation needs them: `curator show` or `curator chats` reads the store and nothing else.
@@ -185,7 +186,7 @@ class MemoryCore:
                              after_floor=self._compress_after(model, summarize_model))
 
     def _curator_index_for(self):
-        return self.index if self.store.conn.execute("SELECT 1 FROM vector_state LIMIT 1").fetchone() else None
+        return self.index if indexed_profile(self.store) is not None else None
 
     def _compress_after(self, model: Model | None, summarize_model: Model | None):
         """Compression in the pipeline (`curator/maintenance/pipeline.py`): after a floor's commits, the types
@@ -274,7 +275,7 @@ class MemoryCore:
         from curator.extract.curator_agent import Curator
 
         self.store.chat(chat_id)
-        has_vectors = self.store.conn.execute("SELECT 1 FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
+        has_vectors = indexed_profile(self.store, chat_id) is not None
         curator = Curator(self.store, self.settings, model=model, index=self.index if has_vectors else None)
         compress = self._compress_after(model, summarize_model)
 
@@ -343,7 +344,7 @@ class MemoryCore:
         """History sync for every chat (opened on first use); its rollbacks drop the recall results cached for
         the floors they remove."""
         if self._history is None:
-            from curator.sync.shelf import Shelf
+            from curator.store.shelf import Shelf
             from curator.sync.history import HistorySync
 
             def forget(chat_id: str, floor: int) -> None:
@@ -388,7 +389,7 @@ class MemoryCore:
 
     def delete_chat(self, chat_id: str) -> None:
         """Delete a chat: its messages, memory, costs and vectors."""
-        from curator.sync.shelf import delete_chat_rows
+        from curator.store.shelf import delete_chat_rows
 
         self.store.delete_chat(chat_id)
         with self.store.transaction(chat_id) as conn:

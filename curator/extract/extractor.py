@@ -22,7 +22,9 @@ from curator.store.messages import Message
 from curator.store.queries import GraphView
 from curator.settings import Settings
 from curator.store.story_time import KNOWS, story_prompt_lines
-from curator.store.store import CommitRecord, Store, utc_now
+from curator.store.commit_log import last_anchor
+from curator.store.store import CommitRecord, Store
+from curator.store.usage import insert_step
 from curator.llm.usage import log_calls
 
 
@@ -55,9 +57,8 @@ def assistant_floors(messages: list[Message]) -> list[int]:
 def last_extracted_floor(store: Store, chat_id: str, origin: str = "extract") -> int:
     """The processed-floor pointer: the newest floor an extraction commit (with the `curator` channel: a curator
     commit) is anchored at (-1 if none). It lives in the commit log, so a rollback moves it back by itself."""
-    row = store.conn.execute("SELECT MAX(anchor_floor) FROM commits WHERE chat_id=? AND origin=?",
-                             (chat_id, origin)).fetchone()
-    return -1 if row[0] is None else row[0]
+    floor = last_anchor(store, chat_id, origin)
+    return -1 if floor is None else floor
 
 
 def due_floors(store: Store, chat_id: str, settings: Settings) -> list[tuple[int, int]]:
@@ -254,10 +255,6 @@ def _format(messages: list[Message], floors) -> str:
 
 def _log_step(store: Store, result: ExtractionResult) -> None:
     usage = result.usage
-    with store.transaction() as conn:
-        conn.execute(
-            "INSERT INTO extraction_log (chat_id, floor, seq, ok, reason, commit_id, active_types, calls, "
-            "input_tokens, output_tokens, latency_ms, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (result.chat_id, result.floor, result.seq, int(result.ok), result.reason,
-             result.commit.id if result.commit else None, ",".join(result.active_types), usage.calls,
-             usage.input_tokens, usage.output_tokens, usage.latency_ms, utc_now()))
+    insert_step(store, result.chat_id, result.floor, result.seq, result.ok, result.reason,
+                result.commit.id if result.commit else None, result.active_types, usage.calls, usage.input_tokens,
+                usage.output_tokens, usage.latency_ms)

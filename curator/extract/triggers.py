@@ -34,10 +34,7 @@ def triggered(schema: Schema, graph: GraphView, type_name: str, reply: str) -> b
 
 def known_names(graph: GraphView, type_name: str) -> list[str]:
     """The normalized names and aliases of the type's active nodes."""
-    rows = graph.conn.execute(
-        "SELECT DISTINCT nn.name FROM node_names nn JOIN nodes n ON n.chat_id = nn.chat_id AND n.id = nn.node_id "
-        "WHERE nn.chat_id=? AND n.type=? AND n.archived=0", (graph.chat_id, type_name)).fetchall()
-    return [r[0] for r in rows]
+    return graph.names_of_type(type_name)
 
 
 def _contains(text: str, word: str) -> bool:

@@ -19,6 +19,7 @@ from curator.store.graph import Node
 from curator.llm.clients import shared_model
 from curator.llm.models import LLMTrace, MeteredModel, RateLimiter, Usage, model_settings
 from curator.settings import Settings
+from curator.store.commit_log import last_anchor, last_floor
 from curator.store.store import CommitRecord, Store
 from curator.llm.usage import log_calls
 
@@ -68,11 +69,8 @@ class MaintenanceReport:
 def head_floor(store: Store, chat_id: str) -> int:
     """The floor at which maintenance runs now: the chat's last message, or (for a chat without messages) the
     newest floor any commit is anchored at. A rollback to this floor or below undoes the maintenance."""
-    row = store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()
-    if row[0] is not None:
-        return row[0]
-    row = store.conn.execute("SELECT MAX(anchor_floor) FROM commits WHERE chat_id=?", (chat_id,)).fetchone()
-    return row[0] or 0
+    floor = last_floor(store, chat_id)
+    return floor if floor is not None else last_anchor(store, chat_id) or 0
 
 
 class Job:

@@ -7,7 +7,6 @@ an optional evolution of its neighbours; the decisions land as one commit."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from curator.prompts import render
 
 from curator.errors import CuratorError
+from curator.store.commit_log import newest_ops
 from curator.store.graph import Node, normalize_name
 from curator.store.ops import ArchiveNode, Link, Unlink, UpdateNode
 from curator.maintenance.common import Job, node_line
@@ -59,10 +59,8 @@ class Candidate:
 
 def new_nodes_of_steps(job: Job, steps: int) -> list[Node]:
     """The still active nodes created by the newest `steps` extraction commits."""
-    rows = job.store.conn.execute(
-        "SELECT ops_json FROM commits WHERE chat_id=? AND origin='extract' ORDER BY id DESC LIMIT ?",
-        (job.chat_id, steps)).fetchall()
-    ids = [op["id"] for row in reversed(rows) for op in json.loads(row[0]) if op["op"] == "create_node"]
+    commits = newest_ops(job.store, job.chat_id, "extract", steps)
+    ids = [op["id"] for ops in reversed(commits) for op in ops if op["op"] == "create_node"]
     graph = job.graph()
     return [n for n in (graph.get(i) for i in dict.fromkeys(ids)) if n is not None and not n.archived]
 

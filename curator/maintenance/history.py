@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from curator.store.commit_log import touching
 from curator.store.store import Store
 
 
@@ -12,12 +13,9 @@ def node_history(store: Store, chat_id: str, node_id: str) -> list[dict]:
     """Oldest first: {commit, origin, at, anchor_floor, note, before} where `before` is the node's title and
     fields before the commit (None when the commit created it)."""
     store.chat(chat_id)
-    rows = store.conn.execute(
-        "SELECT id, origin, at, anchor_floor, note, undo_json FROM commits WHERE chat_id=? AND undo_json LIKE ? "
-        "ORDER BY id", (chat_id, f"%{json.dumps(node_id)}%"))
     found = []
-    for commit_id, origin, at, anchor, note, undo in rows:
-        for kind, key, before in json.loads(undo):
+    for commit_id, origin, at, anchor, note, undo in touching(store, chat_id, node_id):
+        for kind, key, before in undo:
             if kind == "n" and key == node_id:
                 found.append({"commit": commit_id, "origin": origin, "at": at, "anchor_floor": anchor, "note": note,
                               "before": None if before is None else {

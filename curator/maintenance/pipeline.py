@@ -19,6 +19,7 @@ from curator.schemas import Schema
 from curator.maintenance.common import MaintenanceReport
 from curator.maintenance.compression import compressible_types, plan_batches
 from curator.maintenance.runner import Maintainer
+from curator.store.queries import GraphView
 from curator.store.store import Store
 
 TASK = "summarize"
@@ -27,12 +28,10 @@ TASK = "summarize"
 def types_over_threshold(store: Store, chat_id: str, schema: Schema) -> list[str]:
     """The hierarchical types with a level that has something to fold now (a cheap count first)."""
     due = []
+    counts = GraphView(store.conn, chat_id)  # no check that the chat exists: the caller knows it does
     for spec in compressible_types(schema):
-        rows = store.conn.execute(
-            "SELECT level, COUNT(*) FROM nodes WHERE chat_id=? AND type=? AND archived=0 GROUP BY level",
-            (chat_id, spec.name)).fetchall()
         graph = None
-        for level, count in rows:
+        for level, count in counts.level_counts(spec.name).items():
             if count <= spec.compression.threshold or level >= spec.compression.max_depth:
                 continue
             graph = graph or store.graph(chat_id)

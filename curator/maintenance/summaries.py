@@ -7,13 +7,13 @@ rollback moves it back by itself."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from curator.prompts import render
 
+from curator.store.commit_log import anchored_between, newest_ops
 from curator.store.graph import Node
 from curator.store.ops import Compact, CreateNode
 from curator.maintenance.common import Job, node_line
@@ -37,21 +37,17 @@ def _summary_field(job: Job) -> str | None:
 def last_small_summary_floor(job: Job) -> int:
     """The last floor the newest small summary covers (-1 before the first): read from its commit, so it is
     right even when the summary ran (and is anchored) later than the extraction it covers."""
-    row = job.store.conn.execute(
-        "SELECT ops_json FROM commits WHERE chat_id=? AND origin='maintenance' AND note LIKE ? ORDER BY id DESC LIMIT 1",
-        (job.chat_id, SMALL_NOTE + "%")).fetchone()
-    return -1 if row is None else json.loads(row[0])[0]["floor_to"]
+    newest = newest_ops(job.store, job.chat_id, "maintenance", 1, note_prefix=SMALL_NOTE)
+    return newest[0][0]["floor_to"] if newest else -1
 
 
 def pending_steps(job: Job) -> list[tuple[int, int, list[str]]]:
     """(floor, seq, created node ids) of the extraction commits since the last small summary, oldest first."""
-    rows = job.store.conn.execute(
-        "SELECT anchor_floor, note, ops_json FROM commits WHERE chat_id=? AND origin='extract' AND anchor_floor > ? "
-        "AND anchor_floor <= ? ORDER BY anchor_floor, id", (job.chat_id, last_small_summary_floor(job), job.anchor))
     steps = []
-    for floor, note, ops in rows:
+    for floor, note, ops in anchored_between(job.store, job.chat_id, "extract", last_small_summary_floor(job),
+                                             job.anchor):
         m = _SEQ.match(note or "")
-        ids = [op["id"] for op in json.loads(ops) if op["op"] in ("create_node", "update_node") and op.get("id")]
+        ids = [op["id"] for op in ops if op["op"] in ("create_node", "update_node") and op.get("id")]
         steps.append((floor, int(m.group(1)) if m else 0, ids))
     return steps
 

@@ -47,6 +47,7 @@ from curator.recall.scoring import (
     strip_names,
 )
 from curator.settings import RecallSettings, Settings
+from curator.store.access import add_access
 from curator.store.store import Store, utc_now
 from curator.vectors.index import VectorIndex
 
@@ -403,10 +404,7 @@ class Recaller:
         if not touched:
             return
         try:
-            with self.store.transaction() as conn:
-                conn.executemany("UPDATE nodes SET access_count = access_count + ?, last_access=? "
-                                 "WHERE chat_id=? AND id=?",
-                                 [(count, last, chat, node) for (chat, node), (count, last) in touched.items()])
+            add_access(self.store, touched)
         except BaseException:
             with self._touch_lock:  # kept for the next write
                 for key, (count, last) in touched.items():

@@ -20,10 +20,10 @@ from operator import attrgetter
 from curator.dates import day_of
 from curator.recall.lexical import LiveBM25
 from curator.store.graph import Node, names_of
+from curator.store.message_rows import messages_from
 from curator.store.queries import GraphView
 from curator.vectors.documents import node_document, source_document
 
-_CHUNK = 500
 
 
 class ChatState:
@@ -148,8 +148,7 @@ class ChatState:
         graph = store.graph(self.chat_id)
         for node in graph.nodes(archived=None):
             self._put(node)
-        for edge_id, source, target in store.conn.execute(
-                "SELECT id, source, target FROM edges WHERE chat_id=? ORDER BY id", (self.chat_id,)):
+        for edge_id, _relation, source, target in graph.links():
             self._link(edge_id, source, target)
 
     def _read_messages(self, store, floor: int) -> None:
@@ -161,8 +160,7 @@ class ChatState:
                 self.speakers[self.speaker.pop(old)] -= 1
                 self.named_replies.pop(old, None)
         newest = newest_named = None
-        for f, role, name, text in store.conn.execute(
-                "SELECT floor, role, name, text FROM messages WHERE chat_id=? AND floor >= ?", (self.chat_id, floor)):
+        for f, role, name, text in messages_from(store, self.chat_id, floor):
             self.lines[f] = f"{name}: {text}" if name else text
             self.speaker[f] = name
             self.speakers[name] += 1
@@ -179,8 +177,7 @@ class ChatState:
 
     def _resource(self, store, floor: int) -> None:
         """Sources of the events that reach the rewritten floors (an event's source ends at its last floor)."""
-        ids = [r[0] for r in store.conn.execute("SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ?",
-                                                (self.chat_id, floor))] if floor else list(self.nodes)
+        ids = GraphView(store.conn, self.chat_id).ids_reaching(floor) if floor else list(self.nodes)
         for node_id in ids:
             if node_id in self.nodes:
                 self._set_source(self.nodes[node_id])
@@ -198,24 +195,15 @@ class ChatState:
             else:
                 self._drop(node_id)
         edge_ids = list(edge_ids)
-        for start in range(0, len(edge_ids), _CHUNK):
-            chunk = edge_ids[start:start + _CHUNK]
-            found = {r[0]: (r[1], r[2]) for r in store.conn.execute(
-                f"SELECT id, source, target FROM edges WHERE chat_id=? AND id IN ({', '.join('?' * len(chunk))})",
-                (self.chat_id, *chunk))}
-            for edge_id in chunk:
-                self._unlink(edge_id)
-                if edge_id in found:
-                    self._link(edge_id, *found[edge_id])
+        found = {edge_id: (source, target) for edge_id, _relation, source, target in graph.links(edge_ids)}
+        for edge_id in edge_ids:
+            self._unlink(edge_id)
+            if edge_id in found:
+                self._link(edge_id, *found[edge_id])
 
     @staticmethod
     def _fetch(graph: GraphView, ids: set[str]) -> dict[str, Node]:
-        ids, found = list(ids), {}
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start:start + _CHUNK]
-            for node in graph._nodes(f"id IN ({', '.join('?' * len(chunk))})", tuple(chunk)):
-                found[node.id] = node
-        return found
+        return {node.id: node for node in graph.by_ids(list(ids))}
 
     def _put(self, node: Node) -> None:
         self._drop(node.id)

@@ -178,18 +178,13 @@ def _follow(graph: GraphView, version: int, changes) -> StoryData:
         ids = sorted(change.nodes)
         for node_id in ids:
             live.drop(node_id)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            for node in graph._nodes(f"id IN ({', '.join('?' * len(chunk))})", tuple(chunk)):
-                live.put(node)
+        for node in graph.by_ids(ids):
+            live.put(node)
         edges = sorted(change.edges)
         for edge_id in edges:
             live.edges.pop(edge_id, None)
-        for start in range(0, len(edges), 500):
-            chunk = edges[start:start + 500]
-            for row in graph.conn.execute(f"SELECT id, relation, source, target FROM edges WHERE chat_id=? AND id IN "
-                                          f"({', '.join('?' * len(chunk))})", (graph.chat_id, *chunk)):
-                live.link(*row)
+        for row in graph.links(edges):
+            live.link(*row)
         live.version = version
     _LIVE.move_to_end(chat)
     while len(_LIVE) > 64:

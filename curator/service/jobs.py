@@ -4,9 +4,9 @@ result, kept in the store so every service process sees them and a restart shows
 One writer per chat: each job takes its chat's writer lock (`ChatLocks`, honoured across processes) for every
 step it commits, so work on one chat is serialized while chats run in parallel. Every step is a commit of its own,
 so a crash mid-job leaves no partial commit. The jobs table is a queue shared by the processes over one store
-(`job_queue.py`): each job is run by one worker holding a lease; when a worker dies, its jobs are resumed by
-another worker (or its own restart) when their kind says it is safe (extraction continues from the processed-floor
-pointer) and failed visibly otherwise.
+(`curator/store/job_queue.py`): each job is run by one worker holding a lease; when a worker dies, its jobs are
+resumed by another worker (or its own restart) when their kind says it is safe (extraction continues from the
+processed-floor pointer) and failed visibly otherwise.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from curator.errors import CuratorError, NotFound
-from curator.service.chat_locks import ChatLock, ChatLocks
-from curator.service.job_queue import DEFAULT_LEASE, INTERRUPTED, MAX_ATTEMPTS, JobQueue
+from curator.store.chat_locks import ChatLock, ChatLocks
+from curator.store.job_queue import DEFAULT_LEASE, INTERRUPTED, MAX_ATTEMPTS, JobQueue
 from curator.store.store import Store
 
 __all__ = ["ChatLocks", "JobCancelled", "JobContext", "JobFailed", "JobKind", "JobRunner"]
@@ -263,14 +263,13 @@ class JobRunner:
                         sorted(values))
 
     def get(self, job_id: str) -> dict:
-        row = self.store.conn.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+        row = self.queue.row(job_id)
         if row is None:
             raise NotFound(f"no job {job_id!r}", "List jobs with GET /api/v1/jobs.")
         return _job(row)
 
     def list(self, chat_id: str | None = None, limit: int = 100) -> list[dict]:
-        sql = "SELECT * FROM jobs" + (" WHERE chat_id=?" if chat_id else "") + " ORDER BY created_at DESC LIMIT ?"
-        return [_job(r) for r in self.store.conn.execute(sql, ((chat_id,) if chat_id else ()) + (int(limit),))]
+        return [_job(r) for r in self.queue.rows(chat_id, limit)]
 
     def wait(self, job_id: str, timeout: float = 30.0) -> dict:
         """Block until the job is finished (tests, the CLI)."""

@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 
 from curator.service.proxy_guard import check_rollback
+from curator.store.message_rows import rewrite_messages
 from curator.store.messages import Message
 
 KIND_HEADER = "x-curator-kind"
@@ -178,12 +179,8 @@ def sync_request(service, chat_id: str, floors: list[Message], max_rollback: int
 def adopt(store, chat_id: str, copies: dict[int, Message]) -> None:
     """Store the front end's copies of floors as the floors' text: the same floor, so no rollback, and the
     memory extracted from it stays."""
-    if not copies:
-        return
-    with store.transaction(chat_id) as conn:
-        conn.executemany("UPDATE messages SET name=?, text=?, hash=? WHERE chat_id=? AND floor=?",
-                         [(m.name, m.text, m.hash, chat_id, f) for f, m in sorted(copies.items())])
-        conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=?", (chat_id,))
+    if copies:
+        rewrite_messages(store, chat_id, copies)
 
 
 def request_kind(messages: list[dict], header: str | None = None,

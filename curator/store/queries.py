@@ -167,6 +167,81 @@ class GraphView:
             where += " AND archived=0"
         return self._nodes(where, tuple(params))
 
+    def by_ids(self, ids: list[str]) -> list[Node]:
+        """The nodes of `ids` that exist, archived or not (read in chunks: a statement's parameters are limited)."""
+        found: list[Node] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            found.extend(self._nodes(f"id IN ({', '.join('?' * len(chunk))})", tuple(chunk)))
+        return found
+
+    def ids_reaching(self, floor: int, types: list[str] | None = None) -> list[str]:
+        """The ids of the nodes (of `types`) whose floors reach `floor` or later, archived ones too."""
+        where = f" AND type IN ({', '.join('?' * len(types))})" if types is not None else ""
+        return [r[0] for r in self.conn.execute(f"SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ?{where}",
+                                                (self.chat_id, floor, *(types or ())))]
+
+    def links(self, edge_ids: list[int] | None = None) -> list[tuple[int, str, str, str]]:
+        """(id, relation, source, target) of every edge, or of those of `edge_ids` that exist; ordered by id."""
+        sql = "SELECT id, relation, source, target FROM edges WHERE chat_id=?"
+        if edge_ids is None:
+            return [tuple(r) for r in self.conn.execute(sql + " ORDER BY id", (self.chat_id,))]
+        found: list[tuple[int, str, str, str]] = []
+        for start in range(0, len(edge_ids), 500):
+            chunk = edge_ids[start:start + 500]
+            found.extend(tuple(r) for r in self.conn.execute(
+                f"{sql} AND id IN ({', '.join('?' * len(chunk))}) ORDER BY id", (self.chat_id, *chunk)))
+        return found
+
+    def names_of_type(self, type: str) -> list[str]:
+        """The normalized names and aliases of the type's active nodes."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT DISTINCT nn.name FROM node_names nn JOIN nodes n ON n.chat_id = nn.chat_id AND n.id = nn.node_id "
+            "WHERE nn.chat_id=? AND n.type=? AND n.archived=0", (self.chat_id, type))]
+
+    def level_counts(self, type: str) -> dict[int, int]:
+        """How many active nodes of a type sit at each level."""
+        return dict(self.conn.execute("SELECT level, COUNT(*) FROM nodes WHERE chat_id=? AND type=? AND archived=0 "
+                                      "GROUP BY level", (self.chat_id, type)).fetchall())
+
+    def isolated(self) -> int:
+        """How many active nodes have no edge."""
+        return self.conn.execute(
+            "SELECT COUNT(*) FROM nodes n WHERE n.chat_id=? AND n.archived=0 AND NOT EXISTS (SELECT 1 FROM edges e "
+            "WHERE e.chat_id=n.chat_id AND (e.source=n.id OR e.target=n.id))", (self.chat_id,)).fetchone()[0]
+
+    def outline(self, archived: bool | None = False) -> list[dict]:
+        """Every node without its fields (id, type, title, level, floors from/to, importance, archived), by floor:
+        what a picture of the whole graph needs."""
+        where = "" if archived is None else f" AND archived={int(archived)}"
+        return [{"id": r[0], "type": r[1], "title": r[2], "level": r[3], "floors": [r[4], r[5]],
+                 "importance": r[6], "archived": bool(r[7])} for r in self.conn.execute(
+                     "SELECT id, type, title, level, floor_from, floor_to, importance, archived FROM nodes "
+                     f"WHERE chat_id=?{where} ORDER BY floor_from, id", (self.chat_id,))]
+
+    def top_level(self, types: list[str], floor_to_max: int, limit: int) -> tuple[int, list[str]]:
+        """Active nodes of `types` folded into nothing and ending at `floor_to_max` or before: how many, and the
+        ids of the newest `limit` (by last floor, then first floor, then id)."""
+        where = (f"chat_id=? AND archived=0 AND parent_id IS NULL AND type IN ({', '.join('?' * len(types))})"
+                 " AND floor_to <= ?")
+        params = (self.chat_id, *types, floor_to_max)
+        total = self.conn.execute(f"SELECT COUNT(*) FROM nodes WHERE {where}", params).fetchone()[0]
+        ids = [r[0] for r in self.conn.execute(
+            f"SELECT id FROM nodes WHERE {where} ORDER BY floor_to DESC, floor_from DESC, id DESC LIMIT ?",
+            (*params, limit))]
+        return total, ids
+
+    def roots(self, type: str, level: int) -> list[str]:
+        """Ids of the active, unfolded nodes of a type at one level, in story order."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT id FROM nodes WHERE chat_id=? AND type=? AND level=? AND archived=0 AND parent_id IS NULL "
+            "ORDER BY floor_from, floor_to, created_at, id", (self.chat_id, type, level))]
+
+    def active_texts(self) -> list[tuple[str, str, str, dict]]:
+        """(id, type, title, fields) of every active node: what a keyword index is built from."""
+        return [(r[0], r[1], r[2], json.loads(r[3])) for r in self.conn.execute(
+            "SELECT id, type, title, fields_json FROM nodes WHERE chat_id=? AND archived=0", (self.chat_id,))]
+
     def stats(self) -> dict:
         """Counts of active and archived nodes (in all and per type), edges and commits."""
         by_type: dict[str, dict[str, int]] = defaultdict(lambda: {"active": 0, "archived": 0})

@@ -199,6 +199,12 @@ class Store:
     def chats(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT id FROM chats ORDER BY id")]
 
+    def set_settings(self, chat_id: str, settings: dict) -> None:
+        """Replace a chat's own settings (its overrides of the data directory's)."""
+        with self.transaction(chat_id) as conn:
+            conn.execute("UPDATE chats SET settings_json=?, updated_at=? WHERE id=?",
+                         (_dumps(settings), utc_now(), chat_id))
+
     def set_schema(self, chat_id: str, schema: Schema) -> None:
         """Replace a chat's schema. Only allowed while the chat has no nodes, so no node breaks its type."""
         with self.transaction() as conn:

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 from curator.errors import CuratorError
 from curator.extract.extractor import due_floors
+from curator.store.message_rows import floor_hashes, set_floor_hashes
 from curator.store.messages import Message
 from curator.settings import Settings
-from curator.sync.shelf import Shelf
+from curator.store.shelf import Shelf
 from curator.store.store import Store
 
 log = logging.getLogger("curator.sync")
@@ -150,16 +151,14 @@ class HistorySync:
             report.restored = [c.id for c in restored or []]
 
     def _damaged_hashes(self, chat_id: str, stored: list[Message]) -> int | None:
-        rows = self.store.conn.execute("SELECT floor, hash FROM messages WHERE chat_id=? ORDER BY floor", (chat_id,))
         legacy = []
-        for (floor, saved), message in zip(rows, stored, strict=True):
+        for (floor, saved), message in zip(floor_hashes(self.store, chat_id), stored, strict=True):
             if saved != message.hash:
                 if saved != message.legacy_hash:
                     return floor
-                legacy.append((message.hash, chat_id, floor))
+                legacy.append((floor, message.hash))
         if legacy:  # written when the hash still covered the swipe index: same floor, new form of its hash
-            with self.store.transaction(chat_id) as conn:
-                conn.executemany("UPDATE messages SET hash=? WHERE chat_id=? AND floor=?", legacy)
+            set_floor_hashes(self.store, chat_id, legacy)
         return None
 
     def _rebuild(self, chat_id: str, merged: list[Message], report: HistoryReport, reason: str) -> None:

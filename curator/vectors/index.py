@@ -35,7 +35,9 @@ from curator.vectors.embeddings import EmbeddingProfile
 from curator.vectors.search import NODES, SOURCES, VectorSearch
 from curator.vectors.writes import Direct, VectorWrites, node_metadata
 from curator.store.graph import Node
-from curator.store.store import Store, utc_now
+from curator.store import vector_rows
+from curator.store.message_rows import message_lines
+from curator.store.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -148,13 +150,11 @@ class VectorIndex(VectorSearch, VectorWrites):
     def _state(self, chat_id: str) -> tuple[str | None, dict[str, tuple[str, str, str]]]:
         """The profile the chat was indexed with, and per node: content, metadata and source hashes (the source
         hash rides in the content column as "content|source", so no table change was needed for it)."""
-        row = self.store.conn.execute("SELECT profile FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
         hashes = {}
-        for node_id, content, meta in self.store.conn.execute(
-                "SELECT node_id, content_hash, meta_hash FROM vector_hashes WHERE chat_id=?", (chat_id,)):
+        for node_id, (content, meta) in vector_rows.hashes(self.store, chat_id).items():
             item, _, source = content.partition("|")
             hashes[node_id] = (item or None, meta, source)
-        return (row[0] if row else None), hashes
+        return vector_rows.indexed_profile(self.store, chat_id), hashes
 
     def _lock(self, chat_id: str) -> threading.RLock:
         with self._locks_guard:
@@ -228,9 +228,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         schema = self.store.chat(chat_id).schema
         events = sorted(_event_types(schema))
         if floor is not False and events:  # messages rewritten from `floor`: only an event's source can change
-            ids.update(r[0] for r in self.store.conn.execute(
-                f"SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ? AND type IN ({', '.join('?' * len(events))})",
-                (chat_id, floor, *events)))
+            ids.update(self.store.graph(chat_id).ids_reaching(floor, events))
         nodes = _fetch(self.store.graph(chat_id), ids)
         wanted = _source_reach(nodes)
         lines = self.message_lines(chat_id, wanted) if len(wanted) < 5000 else self.message_lines(chat_id)
@@ -323,18 +321,7 @@ class VectorIndex(VectorSearch, VectorWrites):
 
     def message_lines(self, chat_id: str, floors: set[int] | None = None) -> dict[int, str]:
         """Each floor's message (or only those of `floors`) as the "name: text" line a source document is made of."""
-        if floors is None:
-            rows = self.store.conn.execute("SELECT floor, name, text FROM messages WHERE chat_id=?", (chat_id,))
-            return {floor: f"{name}: {text}" if name else text for floor, name, text in rows}
-        wanted, lines = sorted(floors), {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            marks = ", ".join("?" * len(chunk))
-            rows = self.store.conn.execute(
-                f"SELECT floor, name, text FROM messages WHERE chat_id=? AND floor IN ({marks})", (chat_id, *chunk))
-            for floor, name, text in rows:
-                lines[floor] = f"{name}: {text}" if name else text
-        return lines
+        return message_lines(self.store, chat_id, floors)
 
     def _save_changes(self, chat_id: str, changed: dict, removed: list[str], staged: Batch | None = None) -> None:
         """Write the hashes of the nodes a sync changed and forget those of the nodes that vanished, with the
@@ -342,10 +329,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         a flush follows once enough are staged."""
         if changed or removed or (staged is not None and staged.changed):
             with self.store.transaction(chat_id) as conn:
-                conn.executemany("DELETE FROM vector_hashes WHERE chat_id=? AND node_id=?",
-                                 [(chat_id, i) for i in (*removed, *changed)])
-                conn.executemany(_INSERT_HASH, [(chat_id, node_id, f"{c or ''}|{s}", m or "")
-                                                for node_id, (c, m, s) in changed.items() if c or s])
+                vector_rows.replace_hashes(conn, chat_id, removed, _columns(changed))
                 if staged is not None:
                     staged.write(conn)
         if staged is not None:
@@ -354,14 +338,7 @@ class VectorIndex(VectorSearch, VectorWrites):
                 self.flush(chat_id)
 
     def _save_state(self, chat_id: str, hashes: dict[str, tuple[str | None, str | None, str]]) -> None:
-        with self.store.transaction() as conn:
-            conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
-            conn.executemany("INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_hash) VALUES (?, ?, ?, ?)",
-                             [(chat_id, node_id, f"{c or ''}|{s}", m or "") for node_id, (c, m, s) in hashes.items()
-                              if c or s])
-            conn.execute("INSERT INTO vector_state (chat_id, profile, updated_at) VALUES (?, ?, ?) "
-                         "ON CONFLICT(chat_id) DO UPDATE SET profile=excluded.profile, updated_at=excluded.updated_at",
-                         (chat_id, self.profile.key, utc_now()))
+        vector_rows.save_state(self.store, chat_id, self.profile.key, _columns(hashes))
 
     def _indexed_ids(self, chat_id: str, kind: str) -> list[str] | None:
         """The ids whose vector (node, or source) the index holds, as this process's last sync knows them."""
@@ -390,29 +367,26 @@ class VectorIndex(VectorSearch, VectorWrites):
             if self.collection_name(chat_id, kind) in names:
                 self.client.delete_collection(self.collection_name(chat_id, kind))
         with self.store.transaction(chat_id) as conn:
-            conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
-            conn.execute("DELETE FROM vector_state WHERE chat_id=?", (chat_id,))
-            self.pending.drop(conn, chat_id)
+            vector_rows.drop_state(conn, chat_id)  # the staged writes with it
+        self.pending.forget(chat_id)
 
     def status(self, chat_id: str) -> dict:
         profile_key, hashes = self._state(chat_id)
         total = len(self.store.graph(chat_id).nodes(archived=None))
-        staged = self.store.conn.execute("SELECT COUNT(*) FROM vector_pending WHERE chat_id=?", (chat_id,)).fetchone()[0]
+        staged = vector_rows.pending_count(self.store, chat_id)
         return {"chat": chat_id, "profile": profile_key, "current_profile": self.profile.key,
                 "indexed": sum(1 for c, _, _ in hashes.values() if c), "sources": sum(1 for *_, s in hashes.values() if s),
                 "nodes": total, "stale_profile": profile_key not in (None, self.profile.key),
                 "staged": staged}  # writes waiting for Chroma's next batch (searched already)
 
 
-_INSERT_HASH = "INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_hash) VALUES (?, ?, ?, ?)"
+def _columns(hashes: dict[str, tuple[str | None, str | None, str]]) -> vector_rows.Hashes:
+    """The hashes as the store keeps them: the source hash rides in the content column as "content|source"."""
+    return {node_id: (f"{c or ''}|{s}", m or "") for node_id, (c, m, s) in hashes.items() if c or s}
 
 
 def _fetch(graph, ids: set[str]) -> list[Node]:
-    ids, found = sorted(ids), []
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        found.extend(graph._nodes(f"id IN ({', '.join('?' * len(chunk))})", tuple(chunk)))
-    return found
+    return graph.by_ids(sorted(ids))
 
 
 def _indexed(hashes: dict, kind: str, node_id: str) -> bool:

@@ -18,11 +18,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from curator.store import vector_rows
+
 from curator.vectors.documents import message_document
 
 LEGACY_MESSAGES = "mm_"  # the Chroma collections that held message vectors before the store did
 VECTORS_KEPT = 4096  # message vectors cached in memory across chats (the newest floors are the ones asked again)
-_READ_CHUNK = 500  # floors per read: under the 999 parameters older SQLite builds allow
 
 
 def _hash(profile_key: str, document: str) -> str:
@@ -58,15 +59,10 @@ class MessageVectors:
         written = self._write(chat_id, stale, documents, wanted)
         found = {f: written.get(f, self._vectors.get((chat_id, f, h))) for f, h in wanted.items()}
         missing = [f for f, v in found.items() if v is None]
-        for start in range(0, len(missing), _READ_CHUNK):
-            chunk = missing[start:start + _READ_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for floor, digest, blob in self.store.conn.execute(
-                    f"SELECT floor, hash, vector FROM message_vectors WHERE chat_id=? AND floor IN ({marks})",
-                    (chat_id, *chunk)):
-                if digest == wanted[floor]:  # another process may have rewritten it since
-                    vector = np.frombuffer(bytes(blob), dtype=np.float16).astype(np.float32)
-                    found[floor] = self._remember(chat_id, floor, digest, vector)
+        for floor, digest, blob in vector_rows.message_vectors(self.store, chat_id, missing):
+            if digest == wanted[floor]:  # another process may have rewritten it since
+                vector = np.frombuffer(blob, dtype=np.float16).astype(np.float32)
+                found[floor] = self._remember(chat_id, floor, digest, vector)
         rewritten = [f for f in missing if found[f] is None]
         found.update(self._write(chat_id, rewritten, documents, wanted))
         return found, len(stale) + len(rewritten)
@@ -78,11 +74,8 @@ class MessageVectors:
             return {}
         fresh = np.asarray(self._embed([documents[f] for f in floors]), dtype=np.float32)
         stored = fresh.astype(np.float16)
-        with self.store.transaction() as conn:
-            conn.executemany(
-                "INSERT INTO message_vectors (chat_id, floor, hash, vector) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(chat_id, floor) DO UPDATE SET hash=excluded.hash, vector=excluded.vector",
-                [(chat_id, f, wanted[f], row.tobytes()) for f, row in zip(floors, stored)])
+        vector_rows.save_message_vectors(self.store, chat_id,
+                                         [(f, wanted[f], row.tobytes()) for f, row in zip(floors, stored)])
         known = self._hashes.setdefault(chat_id, {})
         rows = {}
         for floor, row in zip(floors, stored):  # the vector as read back later: the same on every path
@@ -95,8 +88,7 @@ class MessageVectors:
         """The chat's floor -> hash map, read from the store once per chat."""
         known = self._hashes.get(chat_id)
         if known is None:
-            known = self._hashes[chat_id] = dict(self.store.conn.execute(
-                "SELECT floor, hash FROM message_vectors WHERE chat_id=?", (chat_id,)).fetchall())
+            known = self._hashes[chat_id] = vector_rows.message_hashes(self.store, chat_id)
         return known
 
     def _remember(self, chat_id: str, floor: int, digest: str, vector: np.ndarray) -> np.ndarray:
@@ -113,8 +105,7 @@ class MessageVectors:
     def drop(self, chat_id: str) -> None:
         """Delete the chat's message vectors (a full rebuild embeds them again)."""
         self.forget(chat_id)
-        with self.store.transaction() as conn:
-            conn.execute("DELETE FROM message_vectors WHERE chat_id=?", (chat_id,))
+        vector_rows.drop_message_vectors(self.store, chat_id)
 
 
 def combine(vectors: list[np.ndarray]) -> np.ndarray:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from curator.store import vector_rows
+
 FLUSH_ROWS = 64  # staged rows of a chat that start a flush (a dot product over them costs ~10 us per search)
 CALL_ROWS = 1000  # rows per Chroma call of a flush (its limit is near 5,000)
 SETTLE_SECONDS = 5.0  # how long a Chroma server's searches may lag its writes, as far as a flush's own process cares
@@ -110,18 +112,13 @@ class Batch:
     def write(self, conn) -> None:
         if not self.changed:
             return
-        conn.executemany("DELETE FROM vector_pending WHERE chat_id=? AND kind=? AND node_id=?",
-                         [(self.chat_id, kind, node_id) for kind, node_id in self.changed])
-        conn.executemany(_INSERT, [(self.chat_id, kind, node_id, *_columns(row))
-                                   for (kind, node_id), row in self.changed.items() if row is not None])
+        vector_rows.stage(conn, self.chat_id, self.changed, [(kind, node_id, *_columns(row))
+                                                             for (kind, node_id), row in self.changed.items()
+                                                             if row is not None])
 
 
-_INSERT = ("INSERT INTO vector_pending (chat_id, kind, node_id, op, in_chroma, vector, metadata) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?)")  # `document` (migration 7) stays NULL: Chroma gets no documents
-
-
-def _columns(row: Row) -> tuple:
-    return (row.op, int(row.in_chroma), None if row.vector is None else row.vector.astype(np.float32).tobytes(),
+def _columns(row: Row) -> tuple[str, bool, bytes | None, str | None]:
+    return (row.op, row.in_chroma, None if row.vector is None else row.vector.astype(np.float32).tobytes(),
             None if row.metadata is None else json.dumps(row.metadata))
 
 
@@ -153,9 +150,7 @@ class PendingWrites:
     @staticmethod
     def read(conn, chat_id: str) -> dict[str, dict[str, Row]]:
         rows: dict[str, dict[str, Row]] = {}
-        for kind, node_id, *columns in conn.execute(
-                "SELECT kind, node_id, op, in_chroma, vector, metadata FROM vector_pending "
-                "WHERE chat_id=?", (chat_id,)):
+        for kind, node_id, *columns in vector_rows.pending(conn, chat_id):
             rows.setdefault(kind, {})[node_id] = _row(*columns)
         return rows
 
@@ -207,7 +202,7 @@ class PendingWrites:
             rows = self.read(conn, chat_id)
             for kind, found in rows.items():
                 _write(collection(kind), found)
-            conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
+            vector_rows.drop_pending(conn, chat_id)
         for kind, found in rows.items() if written is not None else ():  # before the rows stop hiding these ids
             written(chat_id, kind, {i: r.vector for i, r in found.items() if r.op == UPSERT},
                     [i for i, r in found.items() if r.op == DELETE])
@@ -227,10 +222,6 @@ class PendingWrites:
         settling row may be stale then too: Chroma is asked instead)."""
         self._rows.pop(chat_id, None)
         self._settling.pop(chat_id, None)
-
-    def drop(self, conn, chat_id: str) -> None:
-        conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
-        self.forget(chat_id)
 
 
 def in_calls(items: list) -> list[list]:

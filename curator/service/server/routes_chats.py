@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from fastapi import APIRouter, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, ValidationError
@@ -13,7 +11,6 @@ from curator.schemas import Schema, dump_schema, load_preset, preset_names, sche
 from curator.errors import CuratorError
 from curator.maintenance_settings import MaintenanceSettings
 from curator.settings import ExtractionSettings
-from curator.store.store import utc_now
 from curator.service.server.deps import ServiceDep, Strict, SyncIn, window
 from curator.service.server.params import Floor, Limit
 
@@ -88,9 +85,7 @@ def put_settings(chat_id: str, body: SettingsIn, service: ServiceDep) -> dict:
     settings = _check_settings(body.model_dump())
     with service.writer(chat_id):
         service.memory.chat(chat_id)
-        with service.memory.store.transaction(chat_id) as conn:
-            conn.execute("UPDATE chats SET settings_json=?, updated_at=? WHERE id=?",
-                         (json.dumps(settings), utc_now(), chat_id))
+        service.memory.store.set_settings(chat_id, settings)
     return _chat_dict(service, chat_id)
 
 

@@ -18,7 +18,9 @@ from curator.schemas import schema_from_data
 from curator.errors import NotFound
 from curator.extract.extractor import due_floors, last_extracted_floor
 from curator.llm.usage import extraction_failures
+from curator.store.commit_log import newest_commit
 from curator.store.store import utc_now
+from curator.store.usage import recent_steps
 from curator.service.server.deps import ServiceDep, Strict
 from curator.service.server.routes_work import RecallIn
 
@@ -79,19 +81,13 @@ def overview(chat_id: str, service: ServiceDep) -> dict:
     chat = memory.chat(chat_id)
     graph = memory.graph(chat_id)
     stats = graph.stats()
-    conn = memory.store.conn
-    isolated = conn.execute(
-        "SELECT COUNT(*) FROM nodes n WHERE n.chat_id=? AND n.archived=0 AND NOT EXISTS (SELECT 1 FROM edges e "
-        "WHERE e.chat_id=n.chat_id AND (e.source=n.id OR e.target=n.id))", (chat_id,)).fetchone()[0]
+    isolated = graph.isolated()
     active = stats["nodes_active"]
     floors = len(memory.store.messages(chat_id))
-    last_commit = conn.execute("SELECT id, anchor_floor, origin, at FROM commits WHERE chat_id=? ORDER BY id DESC "
-                               "LIMIT 1", (chat_id,)).fetchone()
+    last_commit = newest_commit(memory.store, chat_id)
     pointer = last_extracted_floor(memory.store, chat_id)  # from the commit log: a rollback moves it back
     due = [f for f, _ in due_floors(memory.store, chat_id, memory.settings)]
-    extractions = [dict(r) for r in conn.execute(
-        "SELECT floor, seq, ok, reason, commit_id, active_types, calls, input_tokens, output_tokens, latency_ms, at "
-        "FROM extraction_log WHERE chat_id=? ORDER BY id DESC LIMIT ?", (chat_id, RECENT))]
+    extractions = recent_steps(memory.store, chat_id, RECENT)
     failures = len(extraction_failures(memory.store, chat_id))  # still failing: a later run may have extracted it
     log = service_log(service)
     return {
@@ -130,17 +126,11 @@ def whole_graph(chat_id: str, service: ServiceDep, archived: bool = True) -> dic
     """Every node (compact: no fields) and edge of the chat, for drawing; archived nodes are flagged."""
     memory = service.memory
     memory.chat(chat_id)
-    where = "" if archived else " AND archived=0"
-    nodes = [{"id": r[0], "type": r[1], "title": r[2], "level": r[3], "floors": [r[4], r[5]],
-              "importance": r[6], "archived": bool(r[7])}
-             for r in memory.store.conn.execute(
-                 "SELECT id, type, title, level, floor_from, floor_to, importance, archived FROM nodes "
-                 f"WHERE chat_id=?{where} ORDER BY floor_from, id", (chat_id,))]
+    graph = memory.graph(chat_id)
+    nodes = graph.outline(archived=None if archived else False)
     ids = {n["id"] for n in nodes}
-    edges = [{"id": r[0], "source": r[1], "target": r[2], "relation": r[3]}
-             for r in memory.store.conn.execute(
-                 "SELECT id, source, target, relation FROM edges WHERE chat_id=? ORDER BY id", (chat_id,))
-             if r[1] in ids and r[2] in ids]
+    edges = [{"id": edge_id, "source": source, "target": target, "relation": relation}
+             for edge_id, relation, source, target in graph.links() if source in ids and target in ids]
     return {"chat": chat_id, "graph_version": memory.store.graph_version(chat_id), "nodes": nodes, "edges": edges}
 
 

@@ -4,7 +4,7 @@ options `serve` parsed travel to the workers in the environment (`OPTIONS_ENV`, 
 in $CURATOR_TOKEN).
 
 What makes several processes safe lives elsewhere: the store (commits per chat under a lock every process
-honours), the chat writer locks (`service/chat_locks.py`) and the shared jobs queue (`service/job_queue.py`).
+honours), the chat writer locks (`store/chat_locks.py`) and the shared jobs queue (`store/job_queue.py`).
 Process-local limits stay per process: `--rate` applies in each worker, and each worker runs `job_threads` jobs.
 """
 

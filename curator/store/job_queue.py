@@ -16,10 +16,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from curator.service.chat_locks import postgres_url
+from curator.store.chat_locks import postgres_url
 from curator.store.store import Store, utc_now
 
 DEFAULT_LEASE = 30.0  # seconds; a running job renews it every third of that
@@ -63,6 +64,14 @@ class JobQueue:
         with self.store.transaction() as conn:
             conn.execute("INSERT INTO jobs (id, chat_id, kind, params_json, state, created_at, updated_at) "
                          "VALUES (?, ?, ?, ?, 'queued', ?, ?)", (job_id, chat_id, kind, json.dumps(params), now, now))
+
+    def row(self, job_id: str) -> sqlite3.Row | None:
+        return self.store.conn.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+
+    def rows(self, chat_id: str | None = None, limit: int = 100) -> list[sqlite3.Row]:
+        """The newest jobs (of one chat), newest first."""
+        sql = "SELECT * FROM jobs" + (" WHERE chat_id=?" if chat_id else "") + " ORDER BY created_at DESC LIMIT ?"
+        return self.store.conn.execute(sql, ((chat_id,) if chat_id else ()) + (int(limit),)).fetchall()
 
     def active(self, chat_id: str, kind: str) -> str | None:
         """The newest queued or running job of this chat and kind that still takes work (any worker's)."""
