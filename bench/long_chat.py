@@ -46,8 +46,14 @@ def main() -> None:
         for checkpoint in checkpoints:
             memory.sync("long", messages[:checkpoint])
             kwargs = {"model": extractor}
-            if summarizer is not None:
-                kwargs["summarize_model" if "summarize_model" in extract_params else "maintenance_model"] = summarizer
+            if summarizer is not None:  # older trees took the summarizer as a keyword of its own
+                if "models" in extract_params:
+                    from curator.llm.access import Models
+
+                    kwargs["models"] = Models(summarize=summarizer)
+                else:
+                    kwargs["summarize_model" if "summarize_model" in extract_params else "maintenance_model"] = \
+                        summarizer
             results = memory.extract("long", **kwargs)
             failed = [r for r in results if not r.ok]
             if failed:

@@ -37,7 +37,8 @@ from curator.errors import (  # noqa: E402
 # touches: the store needs no model, vector or service code.
 _LAZY = {
     "Edge": "curator.store.graph", "Node": "curator.store.graph", "Message": "curator.store.messages",
-    "Memory": "curator.api.memory", "open": "curator.api.memory", "AsyncMemory": "curator.api.async_memory", "CommitRecord": "curator.store.store",
+    "Memory": "curator.api.memory", "open": "curator.api.memory", "AsyncMemory": "curator.api.async_memory",
+    "Models": "curator.llm.access", "CommitRecord": "curator.store.store",
     "RollbackResult": "curator.store.store", "Store": "curator.store.store",
 }
 
@@ -61,6 +62,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncMemory", "ChatExists", "ChatFileError", "ChatNotFound", "CommitRecord", "CuratorError", "Edge", "ImportFileError",
-    "Memory", "Message", "MigrationFailed", "Node", "NotFound", "OpError", "RollbackResult", "Store",
+    "Memory", "Message", "MigrationFailed", "Models", "Node", "NotFound", "OpError", "RollbackResult", "Store",
     "StoreCorrupt", "StoreError", "StoreLocked", "StoreTooNew", "open",
 ]

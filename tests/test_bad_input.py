@@ -17,6 +17,7 @@ from pydantic_ai.models.test import TestModel
 from typer.testing import CliRunner
 
 import curator
+from curator.llm.access import Models
 from curator.cli.main import app as cli_app
 from curator.testing.scripted import scripted_chat, scripted_model
 from curator.paths import example_file
@@ -159,8 +160,8 @@ def walk(tmp_path_factory):
     data = tmp_path_factory.mktemp("walk") / "data"
     memory = curator.open(data)
     upstream = Upstream()
-    app = create_app(memory, ServiceConfig(model=scripted_model(), curate_model=TestModel(call_tools=[]),
-                                           maintenance_model=TestModel(call_tools=[]), upstream=upstream.url))
+    app = create_app(memory, ServiceConfig(models=Models(scripted_model(), TestModel(call_tools=[]),
+                                                                  TestModel(call_tools=[])), upstream=upstream.url))
     with ThreadedServer(app) as server, httpx2.Client(base_url=server.url, timeout=60) as http:
         yield Walk(http, memory, data), app
     upstream.server.shutdown()

@@ -13,6 +13,7 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import curator
+from curator.llm.access import Models
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 from curator.store.messages import Message
@@ -71,7 +72,7 @@ def commits(memory, chat_id):
 
 
 def _library(entry: str, memory, chat_id: str, writers: Writers, tmp_path):
-    models = {"model": writers.extract_model, "curate_model": writers.curate_model}
+    models = {"model": writers.extract_model, "models": Models(curate=writers.curate_model)}
     if entry == "ingest":
         path = tmp_path / f"{chat_id}.jsonl"
         path.write_text("\n".join(json.dumps({"role": m.role, "name": m.name, "content": m.text})
@@ -113,7 +114,7 @@ def test_service_panel_and_proxy_follow_the_channel(tmp_path):
     upstream = Upstream()
     writers = Writers()
     memory = curator.open(tmp_path / "data")
-    app = create_app(memory, ServiceConfig(model=writers.extract_model, curate_model=writers.curate_model,
+    app = create_app(memory, ServiceConfig(models=Models(writers.extract_model, writers.curate_model),
                                            upstream=upstream.url))
     wire = [{"role": m.role, "name": m.name, "text": m.text} for m in messages()]
     try:
@@ -157,12 +158,12 @@ def test_service_panel_and_proxy_follow_the_channel(tmp_path):
 def test_a_failed_curator_is_retried_on_the_next_run_for_that_floor(memory):
     memory.create_chat("c", "default", settings={"extraction": {"channel": "both"}})
     writers = Writers(fail_curator_at=3)
-    results = memory.extract_due("c", model=writers.extract_model, curate_model=writers.curate_model) \
+    results = memory.extract_due("c", models=Models(writers.extract_model, writers.curate_model)) \
         if memory.set_messages("c", messages()) is None else None
     assert [r.ok for r in results] == [True, False]
     assert "curator" in results[-1].reason and results[-1].writers == ["extractor", "curator"]
     assert commits(memory, "c") == [("extract", 1), ("curate", 1), ("extract", 3)]  # the extraction stays
-    again = memory.extract_due("c", model=writers.extract_model, curate_model=writers.curate_model)
+    again = memory.extract_due("c", models=Models(writers.extract_model, writers.curate_model))
     assert [r.writers for r in again] == [["curator"], ["extractor", "curator"]]  # floor 3: the curator only
     assert writers.extracted == [1, 3, 5] and writers.curated == [1, 3, 5]
     assert commits(memory, "c") == EXPECTED["both"]

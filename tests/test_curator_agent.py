@@ -14,6 +14,7 @@ import pytest
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from curator.llm.access import Models
 from curator.errors import CuratorError
 from curator.store.messages import Message
 from curator.testing import FakeOpenAI, completion
@@ -224,7 +225,7 @@ def test_channels_curator_and_both(memory, tmp_path):
     for chat_id, channel in (("solo", "curator"), ("pair", "both")):
         memory.create_chat(chat_id, "default", settings={"extraction": {"channel": channel}})
         report = asyncio.run(ingest(memory.store, chat_id, path, memory.settings, model=FunctionModel(extractor),
-                                    curate_model=FunctionModel(curator)))
+                                    models=Models(curate=FunctionModel(curator))))
         assert report.failed is None and len(report.curated) == 3
         assert report.to_dict()["steps_done"] == 3 and report.to_dict()["curated"] == 3
         origins = [c.origin for c in memory.store.commits(chat_id)]
@@ -234,7 +235,7 @@ def test_channels_curator_and_both(memory, tmp_path):
         else:
             assert origins == ["extract", "curate"] * 3 and summaries == ["extracted"] * 3
         again = asyncio.run(ingest(memory.store, chat_id, path, memory.settings, model=FunctionModel(extractor),
-                                   curate_model=FunctionModel(curator)))
+                                   models=Models(curate=FunctionModel(curator))))
         assert again.steps_due == 0  # the channel's own pointer: nothing left to do
 
 

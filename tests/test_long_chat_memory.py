@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from curator.llm.access import Models
 from curator.testing.scripted_story import milestone_summarizer, story, story_extractor
 from curator.llm.tokens import count_tokens
 from curator.recall.engine import Recaller
@@ -83,7 +84,8 @@ def test_compression_runs_in_the_pipeline_with_a_summarize_model(memory):
     messages, facts = story(80, seed=3)
     memory.create_chat("story", "default")
     calls: list[str] = []
-    memory.sync("story", messages, extract=True, model=story_extractor(), summarize_model=milestone_summarizer(calls))
+    memory.sync("story", messages, extract=True, model=story_extractor(),
+                models=Models(summarize=milestone_summarizer(calls)))
     graph = memory.graph("story")
     archived = graph.nodes(type="event", archived=True)
     summaries = [n for n in graph.nodes(type="event") if n.level >= 1]

@@ -8,6 +8,7 @@ import re
 import pytest
 from maintenance_helpers import Scripted, chat_messages
 
+from curator.llm.access import Models
 from curator.vectors.embeddings import EmbeddingProfile
 
 OLD = [
@@ -189,7 +190,7 @@ def test_scheduled_consolidation_after_an_extraction_step(memory):
 
     script = Scripted(lambda prompt, schema: {"decisions": [
         {"node_id": re.search(r"NEW \[(\w+)\]", prompt).group(1), "action": "skip"}]})
-    first, second = memory.extract("live", model=FunctionModel(extract), maintenance_model=script.model)
+    first, second = memory.extract("live", model=FunctionModel(extract), models=Models(maintain=script.model))
     assert first.maintenance[0].skipped  # nothing to compare with yet
     [report] = second.maintenance
     assert report.op == "consolidate" and report.ok and script.calls == 1

@@ -10,6 +10,7 @@ from maintenance_helpers import Scripted, chat_messages, synopsis_answer
 from pydantic_ai.messages import ModelResponse, ToolCallPart
 from pydantic_ai.models.function import FunctionModel
 
+from curator.llm.access import Models
 from curator.maintenance.forgetting import retention
 from curator.maintenance.scheduling import due_jobs
 from curator.settings import Settings
@@ -209,7 +210,7 @@ def test_ingest_runs_scheduled_maintenance_anchored_at_each_step(memory, tmp_pat
         return synopsis_answer(prompt, schema)
 
     report = memory.ingest("road", example_file("lantern_road.jsonl"), model=extraction_model(),
-                           maintenance_model=Scripted(maintain).model, limit=16)
+                           models=Models(maintain=Scripted(maintain).model), limit=16)
     assert report.failed is None and len(report.results) == 16
     commits = memory.store.commits("road")
     maintenance = [c for c in commits if c.origin == "maintenance"]

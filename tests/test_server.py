@@ -10,6 +10,7 @@ import httpx2
 import pytest
 
 import curator
+from curator.llm.access import Models
 from curator.errors import CuratorError
 from curator.testing.scripted import graph_signature, reply_text, scripted_chat, scripted_model
 from curator.service.server import ServiceConfig, create_app
@@ -238,7 +239,7 @@ def test_the_extraction_channel_decides_which_job_a_sync_queues(tmp_path):
     from pydantic_ai.models.function import FunctionModel
 
     memory = curator.open(tmp_path / "data")
-    app = create_app(memory, ServiceConfig(model=scripted_model(), curate_model=FunctionModel(_text_only)))
+    app = create_app(memory, ServiceConfig(models=Models(scripted_model(), FunctionModel(_text_only))))
     with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1",
                                                       headers=CLIENT, timeout=30) as client:
         client.post("/chats", json={"id": "c", "settings": {"extraction": {"channel": "off"}}})
@@ -264,7 +265,7 @@ def test_curate_and_maintenance_run_as_jobs(tmp_path):
     from pydantic_ai.models.function import FunctionModel
 
     memory = curator.open(tmp_path / "data")
-    app = create_app(memory, ServiceConfig(model=scripted_model(), curate_model=FunctionModel(_text_only)))
+    app = create_app(memory, ServiceConfig(models=Models(scripted_model(), FunctionModel(_text_only))))
     with ThreadedServer(app) as server, httpx2.Client(base_url=server.url + "/api/v1",
                                                       headers=CLIENT, timeout=30) as client:
         client.post("/chats", json={"id": "c"})

@@ -86,7 +86,7 @@ def test_a_copy_forgotten_while_it_loads_is_thrown_away():
     mirrors = Mirrors(chroma.fetch, chroma.listing, after=1)
     chroma.gate.clear()
     _ask(mirrors, 1)
-    mirrors.forget("c")  # another process wrote: what the load reads may be stale
+    mirrors.evict("c")  # another process wrote: what the load reads may be stale
     chroma.gate.set()
     mirrors.wait()
     assert not mirrors.ready("c", NODES)

@@ -4,7 +4,6 @@ ToolError with a hint when a call cannot be answered."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter, deque
 from types import SimpleNamespace
 

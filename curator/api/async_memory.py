@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from curator.extract.curator_agent import CurateResult
     from curator.extract.extractor import ExtractionResult
     from curator.extract.ingest import IngestReport
+    from curator.llm.access import Models
     from curator.maintenance import MaintenanceReport
     from curator.recall.injection import Injection
     from curator.schemas import Schema
@@ -110,23 +111,20 @@ class AsyncMemory:
         await _off_loop(self._core.delete_chat, chat_id)
 
     # extraction and the curator agent
-    async def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None,
-                      maintenance_model: Model | None = None,
-                      summarize_model: Model | None = None) -> list[ExtractionResult]:
-        return await self._core.extract(chat_id, floor, model, maintenance_model, summarize_model)
+    async def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None, *,
+                      models: Models | None = None) -> list[ExtractionResult]:
+        return await self._core.extract(chat_id, floor, model, models=models)
 
     async def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default",
                      model: Model | None = None, on_step: Callable[..., None] | None = None,
-                     limit: int | None = None, maintenance_model: Model | None = None,
-                     curate_model: Model | None = None, summarize_model: Model | None = None) -> IngestReport:
-        return await self._core.ingest(chat_id, path, schema, model, on_step, limit, maintenance_model,
-                                       curate_model, summarize_model)
+                     limit: int | None = None, *, models: Models | None = None) -> IngestReport:
+        return await self._core.ingest(chat_id, path, schema, model, on_step, limit, models=models)
 
     async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
                      dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
-                     summarize_model: Model | None = None) -> CurateResult:
+                     models: Models | None = None) -> CurateResult:
         return await self._core.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests,
-                                       model=model, summarize_model=summarize_model)
+                                       model=model, models=models)
 
     async def usage(self, chat_id: str) -> dict[str, Any]:
         return await _off_loop(self._core.usage, chat_id)
@@ -178,28 +176,27 @@ class AsyncMemory:
 
     # history sync and rebuild
     async def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
-                   model: Model | None = None, **models: Model | None) -> HistoryReport:
+                   model: Model | None = None, *, models: Models | None = None) -> HistoryReport:
         """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
         earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then writes what
-        is due with the chat's channel (the report's `due` lists those floors either way). `models`:
-        `curate_model`, `maintenance_model`, `summarize_model`, as for `extract_due`."""
+        is due with the chat's channel (the report's `due` lists those floors either way). `model` and
+        `models` as for `extract_due`."""
         report = await _off_loop(self._core.sync, chat_id, messages, start)
         if extract and report.due:
-            await self._core.extract_due(chat_id, model=model, **models)
+            await self._core.extract_due(chat_id, model, models=models)
             report.due = await _off_loop(self._core.due, chat_id)
         return report
 
     async def extract_due(self, chat_id: str, model: Model | None = None,
                           on_step: Callable[..., None] | None = None,
-                          should_stop: Callable[[], bool] | None = None, *, curate_model: Model | None = None,
-                          maintenance_model: Model | None = None,
-                          summarize_model: Model | None = None) -> list[Any]:
-        return await self._core.extract_due(chat_id, model, on_step, should_stop, curate_model=curate_model,
-                                            maintenance_model=maintenance_model, summarize_model=summarize_model)
+                          should_stop: Callable[[], bool] | None = None, *,
+                          models: Models | None = None) -> list[Any]:
+        return await self._core.extract_due(chat_id, model, on_step, should_stop, models=models)
 
     async def rebuild(self, chat_id: str, model: Model | None = None, on_step: Callable[..., None] | None = None,
-                      should_stop: Callable[[], bool] | None = None, **models: Model | None) -> dict[str, Any]:
+                      should_stop: Callable[[], bool] | None = None, *,
+                      models: Models | None = None) -> dict[str, Any]:
         """Clear the chat's memory and write every floor again with the chat's channel (`curator rebuild`)."""
         removed = await _off_loop(self._core.history.clear, chat_id)
-        results = await self._core.extract_due(chat_id, model, on_step, should_stop, **models)
+        results = await self._core.extract_due(chat_id, model, on_step, should_stop, models=models)
         return await _off_loop(self._core.rebuilt, chat_id, removed, results)

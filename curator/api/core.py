@@ -20,12 +20,14 @@ from curator.paths import data_dir as resolve_data_dir
 from curator.store.queries import GraphView
 from curator.store.store import Chat, CommitRecord, RollbackResult, Store
 from curator.store.vector_rows import indexed_profile
+from curator.llm.access import NO_MODELS, Models
 
 # Model access (pydantic-ai), the extractor, settings (which name the embedders) and the vector index load when an
 # operation needs them: `curator show` or `curator chats` reads the store and nothing else.
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
+    from curator.extract.channel import ChannelWriter
     from curator.extract.extractor import ExtractionResult
     from curator.extract.ingest import IngestReport
     from curator.settings import Settings
@@ -133,23 +135,24 @@ class MemoryCore:
         return self.store.rollback(chat_id, floor)
 
     # extraction
-    async def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None,
-                      maintenance_model: Model | None = None,
-                      summarize_model: Model | None = None) -> list[ExtractionResult]:
+    async def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None, *,
+                      models: Models | None = None) -> list[ExtractionResult]:
         """Extract the reply at `floor`, or every reply still due; stops at the first failure. The built-in
         extractor only, whatever the channel (`extract_due` follows the channel). After each step, compression
         of the types over their threshold and the scheduled maintenance (reports in `result.maintenance`), see
-        `_after_step` and `_compress_after`."""
+        `_after_step` and `_compress_after`. `model` replaces the extraction model, `models` those of any task
+        (`curator.llm.access.Models`)."""
         from curator.extract.extractor import Extractor
 
-        scheduled = self._after_step(model, maintenance_model)
-        compress = self._compress_after(model, summarize_model)
+        models = (models or NO_MODELS).with_task("extract", model)
+        scheduled = self._after_step(models)
+        compress = self._compress_after(models)
 
         async def after_step(result: ExtractionResult) -> list:
             return [*(await scheduled(result) if scheduled else []),
                     *(await compress(chat_id, result.floor) if compress else [])]
 
-        extractor = Extractor(self.store, self.settings, model=model)
+        extractor = Extractor(self.store, self.settings, model=models.extract)
         floors = [floor] if floor is not None else extractor_due(self.store, chat_id, self.settings)
         results = []
         for f in floors:
@@ -161,43 +164,40 @@ class MemoryCore:
         return results
 
     async def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default",
-                     model: Model | None = None, on_step: Callable | None = None, limit: int | None = None,
-                     maintenance_model: Model | None = None, curate_model: Model | None = None,
-                     summarize_model: Model | None = None) -> IngestReport:
+                     model: Model | None = None, on_step: Callable | None = None, limit: int | None = None, *,
+                     models: Models | None = None) -> IngestReport:
         """Replay a chat file into memory, extracting floor by floor; a rerun continues where it stopped.
         The chat's `extraction.channel` says whether the extractor, the curator agent or both write; after each
         floor, compression of the types over their threshold, and scheduled maintenance (see `channel_writer`)."""
         from curator.extract.ingest import ingest
 
-        writer = self.channel_writer(model, curate_model, maintenance_model, summarize_model)
+        writer = self.channel_writer((models or NO_MODELS).with_task("extract", model))
         return await ingest(self.store, chat_id, path, self.settings, schema=schema, on_step=on_step, limit=limit,
                             write=writer)
 
-    def channel_writer(self, model: Model | None = None, curate_model: Model | None = None,
-                       maintenance_model: Model | None = None, summarize_model: Model | None = None):
+    def channel_writer(self, models: Models = NO_MODELS) -> ChannelWriter:
         """Who writes memory after a reply, as the chat's `extraction.channel` says (extractor, curator, both or
         off), then compression in the pipeline (`_compress_after`) and the scheduled maintenance (`_after_step`).
-        The models replace the configured ones (tests, scripted runs)."""
+        `models` replace the configured ones (tests, scripted runs)."""
         from curator.extract.channel import ChannelWriter
 
-        return ChannelWriter(self.store, self.settings, model=model, curate_model=curate_model,
+        return ChannelWriter(self.store, self.settings, models=models,
                              curator_index=lambda: self._curator_index_for(),
-                             after_extraction=self._after_step(model, maintenance_model),
-                             after_floor=self._compress_after(model, summarize_model))
+                             after_extraction=self._after_step(models), after_floor=self._compress_after(models))
 
     def _curator_index_for(self):
         return self.index if indexed_profile(self.store) is not None else None
 
-    def _compress_after(self, model: Model | None, summarize_model: Model | None):
+    def _compress_after(self, models: Models):
         """Compression in the pipeline (`curator/maintenance/pipeline.py`): after a floor's commits, the types
-        over their threshold are compressed in the same job with the `summarize` model. With an explicit
-        extraction `model` but no `summarize_model` it does not run (a model given for one task is never
-        reused for another, nor is the configured one mixed into a scripted run)."""
-        if model is not None and summarize_model is None:
+        over their threshold are compressed in the same job with the `summarize` model. With models given but no
+        `summarize` one it does not run (a model given for one task is never reused for another, nor is the
+        configured one mixed into a scripted run)."""
+        if models.given() and models.summarize is None:
             return None
         from curator.maintenance.pipeline import compress_due
 
-        maintainer = self.maintainer(summarize_model)
+        maintainer = self.maintainer(models.summarize)
 
         failures = self._compress_failures
 
@@ -267,7 +267,7 @@ class MemoryCore:
     # ---- the memory_curator agent (issue 5) ----------------------------------------------------------------
     async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
                      dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
-                     summarize_model: Model | None = None) -> CurateResult:
+                     models: Models | None = None) -> CurateResult:
         """Run the memory_curator agent for the reply at `floor` (default: the newest) or for a reply the
         orchestrator drafted (`draft_reply`, at the floor it will take). Its writes land as one commit anchored
         at that floor (none with `dry_run`: the result lists the ops it would commit); the result is the run's
@@ -276,8 +276,9 @@ class MemoryCore:
 
         self.store.chat(chat_id)
         has_vectors = indexed_profile(self.store, chat_id) is not None
-        curator = Curator(self.store, self.settings, model=model, index=self.index if has_vectors else None)
-        compress = self._compress_after(model, summarize_model)
+        models = (models or NO_MODELS).with_task("curate", model)
+        curator = Curator(self.store, self.settings, model=models.curate, index=self.index if has_vectors else None)
+        compress = self._compress_after(models)
 
         result = await curator.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests)
         if result.ok and result.commit is not None and compress is not None:
@@ -294,15 +295,15 @@ class MemoryCore:
         self._write_access()  # forgetting weighs them
         return Maintainer(self.store, self.settings, model=model, index=lambda: self.index)
 
-    def _after_step(self, model: Model | None, maintenance_model: Model | None):
+    def _after_step(self, models: Models):
         """Scheduled maintenance after an extraction step, when the chat's settings turn it on
-        (`maintenance.auto`). With an explicit extraction `model` but no `maintenance_model` it does not run: a
-        model given for extraction is never reused for other tasks."""
-        if model is not None and maintenance_model is None:
+        (`maintenance.auto`). With models given but no `maintain` one it does not run: a model given for
+        extraction is never reused for other tasks."""
+        if models.given() and models.maintain is None:
             return None
         from curator.maintenance.scheduling import after_extraction
 
-        maintainer = self.maintainer(maintenance_model)
+        maintainer = self.maintainer(models.maintain)
         return lambda result: after_extraction(maintainer, result)
 
     async def compact(self, chat_id: str, types: list[str] | None = None, model: Model | None = None,
@@ -347,12 +348,12 @@ class MemoryCore:
             from curator.store.shelf import Shelf
             from curator.sync.history import HistorySync
 
-            def forget(chat_id: str, floor: int) -> None:
+            def evict(chat_id: str, floor: int) -> None:
                 if self._recaller is not None:
                     with self.recall_guard or nullcontext():
-                        self._recaller.forget_floors(chat_id, floor)
+                        self._recaller.evict_floors(chat_id, floor)
 
-            self._history = HistorySync(self.store, self.settings, Shelf(self.store), [forget])
+            self._history = HistorySync(self.store, self.settings, Shelf(self.store), [evict])
         return self._history
 
     def sync(self, chat_id: str, messages: list[Message], start: int = 0) -> HistoryReport:
@@ -368,12 +369,13 @@ class MemoryCore:
         return [f for f, _ in due_floors(self.store, chat_id, self.settings)]
 
     async def extract_due(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
-                          should_stop: Callable[[], bool] | None = None, *, curate_model: Model | None = None,
-                          maintenance_model: Model | None = None, summarize_model: Model | None = None) -> list:
+                          should_stop: Callable[[], bool] | None = None, *,
+                          models: Models | None = None) -> list:
         """Write every floor still due with the chat's channel (extractor, curator, both; nothing for off),
         floor by floor, each followed by compression when due; stops at the first failure or when
-        `should_stop()`. Returns a `FloorResult` per floor (`ok`, `floor`, `reason`, `usage`, the writers' results)."""
-        writer = self.channel_writer(model, curate_model, maintenance_model, summarize_model)
+        `should_stop()`. Returns a `FloorResult` per floor (`ok`, `floor`, `reason`, `usage`, the writers' results).
+        `model` replaces the extraction model, `models` those of any task."""
+        writer = self.channel_writer((models or NO_MODELS).with_task("extract", model))
         return await writer.write_due(chat_id, on_step=on_step, should_stop=should_stop)
 
     def rebuilt(self, chat_id: str, removed: int, results: list) -> dict:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Self
 from curator.aio import run_sync
 from curator.api.async_memory import AsyncMemory
 from curator.api.core import MemoryCore, documented
+from curator.llm.access import NO_MODELS, Models
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -85,10 +86,8 @@ class Memory:
     def maintainer(self, model: Model | None = None) -> Maintainer:
         return self._core.maintainer(model)
 
-    def channel_writer(self, model: Model | None = None, curate_model: Model | None = None,
-                       maintenance_model: Model | None = None,
-                       summarize_model: Model | None = None) -> ChannelWriter:
-        return self._core.channel_writer(model, curate_model, maintenance_model, summarize_model)
+    def channel_writer(self, models: Models = NO_MODELS) -> ChannelWriter:
+        return self._core.channel_writer(models)
 
     def close(self) -> None:
         self._core.close()
@@ -130,23 +129,20 @@ class Memory:
         self._core.delete_chat(chat_id)
 
     # extraction and the curator agent
-    def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None,
-                maintenance_model: Model | None = None,
-                summarize_model: Model | None = None) -> list[ExtractionResult]:
-        return run_sync(self._core.extract(chat_id, floor, model, maintenance_model, summarize_model))
+    def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None, *,
+                models: Models | None = None) -> list[ExtractionResult]:
+        return run_sync(self._core.extract(chat_id, floor, model, models=models))
 
     def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default", model: Model | None = None,
-               on_step: Callable[..., None] | None = None, limit: int | None = None,
-               maintenance_model: Model | None = None, curate_model: Model | None = None,
-               summarize_model: Model | None = None) -> IngestReport:
-        return run_sync(self._core.ingest(chat_id, path, schema, model, on_step, limit, maintenance_model,
-                                          curate_model, summarize_model))
+               on_step: Callable[..., None] | None = None, limit: int | None = None, *,
+               models: Models | None = None) -> IngestReport:
+        return run_sync(self._core.ingest(chat_id, path, schema, model, on_step, limit, models=models))
 
     def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
                dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
-               summarize_model: Model | None = None) -> CurateResult:
+               models: Models | None = None) -> CurateResult:
         return run_sync(self._core.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests,
-                                          model=model, summarize_model=summarize_model))
+                                          model=model, models=models))
 
     def usage(self, chat_id: str) -> dict[str, Any]:
         return self._core.usage(chat_id)
@@ -198,24 +194,21 @@ class Memory:
 
     # history sync and rebuild
     def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
-             model: Model | None = None, **models: Model | None) -> HistoryReport:
+             model: Model | None = None, *, models: Models | None = None) -> HistoryReport:
         report = self._core.sync(chat_id, messages, start)
         if extract and report.due:
-            run_sync(self._core.extract_due(chat_id, model=model, **models))
+            run_sync(self._core.extract_due(chat_id, model, models=models))
             report.due = self._core.due(chat_id)
         return report
 
     def extract_due(self, chat_id: str, model: Model | None = None, on_step: Callable[..., None] | None = None,
-                    should_stop: Callable[[], bool] | None = None, *, curate_model: Model | None = None,
-                    maintenance_model: Model | None = None, summarize_model: Model | None = None) -> list[Any]:
-        return run_sync(self._core.extract_due(chat_id, model, on_step, should_stop, curate_model=curate_model,
-                                               maintenance_model=maintenance_model,
-                                               summarize_model=summarize_model))
+                    should_stop: Callable[[], bool] | None = None, *, models: Models | None = None) -> list[Any]:
+        return run_sync(self._core.extract_due(chat_id, model, on_step, should_stop, models=models))
 
     def rebuild(self, chat_id: str, model: Model | None = None, on_step: Callable[..., None] | None = None,
-                should_stop: Callable[[], bool] | None = None, **models: Model | None) -> dict[str, Any]:
+                should_stop: Callable[[], bool] | None = None, *, models: Models | None = None) -> dict[str, Any]:
         removed = self._core.history.clear(chat_id)
-        results = run_sync(self._core.extract_due(chat_id, model, on_step, should_stop, **models))
+        results = run_sync(self._core.extract_due(chat_id, model, on_step, should_stop, models=models))
         return self._core.rebuilt(chat_id, removed, results)
 
 

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
-from pydantic_ai.models import Model
 
 from curator.extract.extractor import ExtractionResult, Extractor, due_floors, last_extracted_floor
+from curator.llm.access import NO_MODELS, Models
 from curator.llm.records import Usage
 from curator.settings import Settings
 from curator.store.messages import Message
@@ -94,16 +94,16 @@ AfterExtraction = Callable[[ExtractionResult], Awaitable[list]]
 
 
 class ChannelWriter:
-    """The writers of the chats of one store. `model` / `curate_model` replace the configured extraction and
-    curator models (tests, scripted runs); `curator_index()` gives the vector index for the curator's search
-    tool (or None)."""
+    """The writers of the chats of one store. `models.extract` / `models.curate` replace the configured
+    extraction and curator models (tests, scripted runs); `curator_index()` gives the vector index for the
+    curator's search tool (or None)."""
 
-    def __init__(self, store: Store, settings: Settings, *, model: Model | None = None,
-                 curate_model: Model | None = None, curator_index: Callable[[], object] | None = None,
+    def __init__(self, store: Store, settings: Settings, *, models: Models = NO_MODELS,
+                 curator_index: Callable[[], object] | None = None,
                  after_extraction: AfterExtraction | None = None, after_floor: AfterFloor | None = None):
         self.store, self.settings = store, settings
-        self.extractor = Extractor(store, settings, model=model)
-        self._curate_model, self._curator_index, self._curator = curate_model, curator_index, None
+        self.extractor = Extractor(store, settings, model=models.extract)
+        self._curate_model, self._curator_index, self._curator = models.curate, curator_index, None
         self.after_extraction, self.after_floor = after_extraction, after_floor
 
     def channel(self, chat_id: str) -> str:

@@ -23,8 +23,8 @@ from curator.tools import ToolCall, Workspace, agent_tools, run_tools
 from curator.errors import CuratorError, OpError
 from curator.extract.triggers import active_types
 from curator.extract.extractor import assistant_floors, failure_reason
-from curator.llm.clients import shared_model
-from curator.llm.models import CallRecord, LLMTrace, MeteredModel, RateLimiter, Usage, model_settings
+from curator.llm.access import TaskModel
+from curator.llm.models import CallRecord, LLMTrace, Usage, model_settings
 from curator.store.messages import Message
 from curator.settings import Settings
 from curator.store.store import CommitRecord, Store
@@ -67,18 +67,8 @@ class Curator:
 
     def __init__(self, store: Store, settings: Settings, model: Model | None = None, index=None):
         self.store, self.settings, self.index = store, settings, index
-        self._model = model
-        self._limiter: RateLimiter | None = None
+        self._model = TaskModel(settings, "curate", model)  # the profile's limiter and retries (llm/access.py)
         self._agents: dict[tuple, tuple[Schema, Agent]] = {}
-
-    def _base_model(self) -> Model:
-        """The given model, or the configured profile's, shared per profile and event loop (curator/llm/clients.py)."""
-        if self._model is not None:
-            return self._model
-        profile = self.settings.profile_for("curate")
-        if self._limiter is None:
-            self._limiter = RateLimiter(profile.rpm)
-        return shared_model(profile)
 
     async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
                      dry_run: bool = False, max_requests: int | None = None) -> CurateResult:
@@ -96,7 +86,7 @@ class Curator:
         ws = Workspace.open(self.store, chat_id, floor, seq, active, index=self.index,
                             latest_floor=max(floor, len(messages) - 1))
         try:
-            model = MeteredModel(self._base_model(), "curate", trace, self._limiter)
+            model = self._model.metered(trace)
             prompt = self._user_prompt(chat_id, chat.schema, settings, messages, floor, seq, focus, active)
             run = await self._agent(chat.schema, active, settings, ws.index is not None).run(
                 prompt, model=model, deps=ws, usage_limits=UsageLimits(request_limit=cap))
@@ -127,7 +117,7 @@ class Curator:
 
     def _agent(self, schema: Schema, active: list[str], settings: Settings, vectors: bool) -> Agent:
         """One agent per schema, active types and settings (building the tool schemas costs more than a step)."""
-        profile = self.settings.profiles.get(self.settings.tasks.get("curate", "default"))
+        profile = self._model.profile
         system = system_prompt(settings)
         key = (id(schema), tuple(active), vectors, system, profile.model_dump_json() if profile else None)
         cached = self._agents.get(key)

@@ -16,8 +16,8 @@ from curator.errors import CuratorError, OpError
 from curator.extract.output_model import output_model
 from curator.extract.plan import PlanError, plan_ops
 from curator.extract.triggers import active_types
-from curator.llm.clients import shared_model
-from curator.llm.models import LLMTrace, MeteredModel, RateLimiter, Usage, model_settings
+from curator.llm.access import TaskModel
+from curator.llm.models import LLMTrace, Usage, model_settings
 from curator.store.messages import Message
 from curator.store.queries import GraphView
 from curator.settings import Settings
@@ -79,18 +79,8 @@ class Extractor:
 
     def __init__(self, store: Store, settings: Settings, model: Model | None = None):
         self.store, self.settings = store, settings
-        self._model = model
-        self._limiter: RateLimiter | None = None
+        self._model = TaskModel(settings, "extract", model)  # the profile's limiter and retries (llm/access.py)
         self._agents: dict[tuple, tuple[Schema, Agent]] = {}
-
-    def _base_model(self) -> Model:
-        """The given model, or the configured profile's, shared per profile and event loop (curator/llm/clients.py)."""
-        if self._model is not None:
-            return self._model
-        profile = self.settings.profile_for("extract")
-        if self._limiter is None:
-            self._limiter = RateLimiter(profile.rpm)
-        return shared_model(profile)
 
     async def extract(self, chat_id: str, floor: int, messages: list[Message] | None = None) -> ExtractionResult:
         """Extract the reply at `floor` (and any replies since the last extraction, as one step). `messages`
@@ -126,7 +116,7 @@ class Extractor:
 
     async def _run(self, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
                    focus: list[int], active: list[str], trace: LLMTrace) -> list[dict]:
-        model = MeteredModel(self._base_model(), "extract", trace, self._limiter)
+        model = self._model.metered(trace)
         deps = StepDeps(schema, self.store.graph(chat_id), active, anchor=focus[-1], focus_from=focus[0])
         prompt = user_prompt(self.store, chat_id, schema, settings, messages, focus, active)
         await self._agent(schema, active, settings).run(prompt, model=model, deps=deps)
@@ -135,7 +125,7 @@ class Extractor:
     def _agent(self, schema: Schema, active: list[str], settings: Settings) -> Agent[StepDeps, object]:
         """One agent per schema, active types and settings: building the output model and the agent costs
         more than the rest of a step, and they do not change between steps with the same cadence."""
-        profile = self.settings.profiles.get(self.settings.tasks.get("extract", "default"))
+        profile = self._model.profile
         key = (id(schema), tuple(active), system_prompt(settings), settings.extraction.output_retries,
                profile.model_dump_json() if profile else None)
         cached = self._agents.get(key)

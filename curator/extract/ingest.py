@@ -19,6 +19,7 @@ from curator.schemas import Schema, load_schema
 from curator.errors import ChatFileError
 from curator.extract.chatfile import read_chat
 from curator.extract.extractor import ExtractionResult, due_floors
+from curator.llm.access import NO_MODELS, Models
 from curator.llm.records import Usage
 from curator.store.messages import Message
 from curator.settings import Settings
@@ -84,12 +85,12 @@ def chat_messages(path: Path) -> list[Message]:
 async def ingest(store: Store, chat_id: str, path: str | Path, settings: Settings, *,
                  schema: Schema | str = "default", model: Model | None = None,
                  on_step: Callable[[ExtractionResult, int, int], None] | None = None,
-                 limit: int | None = None, curate_model: Model | None = None,
+                 limit: int | None = None, models: Models = NO_MODELS,
                  after_step: Callable[[ExtractionResult], Awaitable[list]] | None = None,
                  write=None) -> IngestReport:
     """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new). The chat's
     `extraction.channel` decides who writes each due floor (`write`: a `curator.extract.channel.ChannelWriter`,
-    else one built from `model`, `curate_model` and `after_step`, the scheduled maintenance after each
+    else one built from `model`, `models` and `after_step`, the scheduled maintenance after each
     successful extraction step)."""
     started = time.perf_counter()
     messages = chat_messages(path)
@@ -108,7 +109,7 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
     if write is None:
         from curator.extract.channel import ChannelWriter
 
-        write = ChannelWriter(store, settings, model=model, curate_model=curate_model, after_extraction=after_step)
+        write = ChannelWriter(store, settings, models=models.with_task("extract", model), after_extraction=after_step)
     for done, (floor, _seq) in enumerate(now, start=1):
         result = await write.write(chat_id, floor, messages)  # the chat's channel: extractor, curator or both
         if result.extraction is not None:

@@ -4,9 +4,9 @@ Retry-After; the SDK's own retries are off), a requests-per-minute limit, and a 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
@@ -22,7 +22,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from curator.llm.records import CallRecord, Usage
+from curator.llm.records import CallRecord, LLMTrace, Usage  # noqa: F401 - LLMTrace and Usage re-exported
 from curator.llm.tls import shared_ssl_context
 from curator.settings import ModelProfile
 
@@ -100,22 +100,25 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
 
 # ---- the model ------------------------------------------------------------------------------------------
 class RateLimiter:
-    """At most `rpm` requests per minute (0 = unlimited), spaced evenly."""
+    """At most `rpm` requests per minute (0 = unlimited), spaced evenly. Shared by every task and thread that uses
+    one profile (`curator.llm.access.limiter_for`): each request reserves its slot under a thread lock, then waits
+    for it on its own loop, so one limiter serves any number of threads and event loops."""
 
     def __init__(self, rpm: int, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
         self.interval = 60.0 / rpm if rpm > 0 else 0.0
         self.clock, self.sleep = clock, sleep
         self._next = 0.0
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()
 
     async def wait(self) -> None:
         if not self.interval:
             return
-        async with self._lock:
+        with self._lock:
             now = self.clock()
-            if self._next > now:
-                await self.sleep(self._next - now)
-            self._next = max(now, self._next) + self.interval
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            await self.sleep(start - now)
 
 
 class MeteredModel(WrapperModel):
@@ -179,19 +182,3 @@ def model_settings(profile: ModelProfile) -> dict:
     if profile.max_tokens is not None:
         settings["max_tokens"] = profile.max_tokens
     return settings
-
-
-@dataclass
-class LLMTrace:
-    """Collects the call records of one operation."""
-
-    records: list[CallRecord] = field(default_factory=list)
-
-    def __call__(self, record: CallRecord) -> None:
-        self.records.append(record)
-
-    def usage(self) -> Usage:
-        total = Usage()
-        for record in self.records:
-            total.add(record)
-        return total

@@ -3,7 +3,7 @@ that recall and ingest can count costs without importing pydantic_ai."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -48,3 +48,19 @@ class Usage:
     def to_dict(self) -> dict:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "latency_ms": round(self.latency_ms, 1), "failed_calls": self.failed_calls}
+
+
+@dataclass
+class LLMTrace:
+    """Collects the call records of one operation."""
+
+    records: list[CallRecord] = field(default_factory=list)
+
+    def __call__(self, record: CallRecord) -> None:
+        self.records.append(record)
+
+    def usage(self) -> Usage:
+        total = Usage()
+        for record in self.records:
+            total.add(record)
+        return total

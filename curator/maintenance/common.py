@@ -16,8 +16,8 @@ from pydantic_ai.models import Model
 from curator.errors import CuratorError
 from curator.extract.extractor import failure_reason
 from curator.store.graph import Node
-from curator.llm.clients import shared_model
-from curator.llm.models import LLMTrace, MeteredModel, RateLimiter, Usage, model_settings
+from curator.llm.access import TaskModel
+from curator.llm.models import LLMTrace, Usage
 from curator.settings import Settings
 from curator.store.commit_log import last_anchor, last_floor
 from curator.store.store import CommitRecord, Store
@@ -83,13 +83,13 @@ class Job:
         self.store, self.chat_id = store, chat_id
         self.settings = settings.for_chat(store.chat(chat_id).settings)
         self.schema = store.chat(chat_id).schema
-        self._model, self._index = model, index
+        self._index = index
         self.task = task  # the model profile's task: `maintain`, or `summarize` for compression in the pipeline
+        self._model = TaskModel(self.settings, task, model)  # the profile's limiter and retries (llm/access.py)
         self.trace = LLMTrace()
         self.report = MaintenanceReport(op, chat_id, anchor if anchor is not None else head_floor(store, chat_id))
         self._started = time.perf_counter()
         self._agents: dict[int, Agent] = {}
-        self._limiter: RateLimiter | None = None
 
     @property
     def cfg(self):
@@ -107,24 +107,8 @@ class Job:
             raise CuratorError("this operation needs the vector index, and none was given")
         return self._index()
 
-    def base_model(self) -> Model:
-        """The given model, or the configured profile's, shared per profile and event loop (curator/llm/clients.py):
-        each job building its own cost a new SSL context (~17 ms CPU)."""
-        if self._model is not None:
-            return self._model
-        profile = self.settings.profile_for(self.task)
-        if self._limiter is None:
-            self._limiter = RateLimiter(profile.rpm)
-        return shared_model(profile)
-
     def has_model(self) -> bool:
-        if self._model is not None:
-            return True
-        try:
-            self.settings.profile_for(self.task)
-        except CuratorError:
-            return False
-        return True
+        return self._model.available()
 
     async def ask(self, output_type: type[BaseModel], prompt: str, check: Callable[[Any], None] | None = None,
                   system: str = "") -> Any:
@@ -132,13 +116,12 @@ class Job:
         precise message for an answer that cannot be applied, and the model is told so."""
         agent = self._agents.get(id(output_type))
         if agent is None:
-            profile = self.settings.profiles.get(self.settings.tasks.get(self.task, "default"))
             agent = Agent(None, output_type=ToolOutput(output_type, name="answer", description="Give your answer."),
                           deps_type=_Check, system_prompt=system, retries={"output": self.cfg.output_retries},
-                          model_settings=model_settings(profile) if profile and self._model is None else None)
+                          model_settings=self._model.agent_settings())
             agent.output_validator(_validate)
             self._agents[id(output_type)] = agent
-        model = MeteredModel(self.base_model(), self.task, self.trace, self._limiter)
+        model = self._model.metered(self.trace)
         result = await agent.run(prompt, model=model, deps=_Check(check))
         return result.output
 

@@ -27,7 +27,8 @@ from curator.recall.persistent import PersistentPlan, mark_overflow, note_left_o
 from curator.recall.pool import build_pool, update_pool
 from curator.recall.query import RecallQuery, build_query, fuse_parts
 from curator.recall.state import ChatState
-from curator.llm.records import Usage
+from curator.llm.records import LLMTrace, Usage
+from curator.llm.usage import log_calls
 from curator.store.queries import GraphView
 from curator.recall.rerank import rerank
 from curator.recall.story import annotate, label_views, speaker_of, story_boost, story_context
@@ -136,19 +137,24 @@ class Recaller:
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)
         story = story_context(graph, version, speaker_of(opts.speaker, state.last_speaker), self.store.changes)
+        calls = LLMTrace()  # the LLM stages' requests: in the injection's usage and the store's usage log
         if mode == "rag":
-            chosen = self._rag(chat_id, query, pool, opts, injection, rq)
+            chosen = self._rag(chat_id, query, pool, opts, injection, calls, rq)
         elif mode == "llm":  # the model picks over a few rounds; falls back to hybrid on any failure
             from curator.recall.llm_recall import llm_recall
 
-            chosen = llm_recall(self, chat_id, version, graph, query, pool, opts, injection, rq=rq)
+            chosen = llm_recall(self, chat_id, version, graph, query, pool, opts, injection, calls, rq=rq)
         else:
             chosen = self._hybrid(chat_id, version, graph, query, pool, opts, rq, story)
             if opts.llm_rerank and chosen:
                 from curator.recall.llm_rerank import llm_rerank
 
-                chosen = llm_rerank(self.settings, rq.turns or query, chosen, pool.documents, injection.usage,
+                chosen = llm_rerank(self.settings, rq.turns or query, chosen, pool.documents, calls,
                                     self.model) or chosen
+        if calls.records:
+            for record in calls.records:
+                injection.usage.add(record)
+            log_calls(self.store, chat_id, calls.records)
         with state.lock:  # the plan's left-out nodes are read from the state (`persistent.LeftOut`)
             pack(injection, chat.schema, plan.kept, mark_overflow(chosen, plan))
             dropped = {i: n for i in injection.dropped_for_budget if (n := pool.nodes.get(i) or pool.leaf_nodes.get(i))}
@@ -162,7 +168,7 @@ class Recaller:
                 self._results.popitem(last=False)
         return injection
 
-    def forget_floors(self, chat_id: str, floor: int) -> int:
+    def evict_floors(self, chat_id: str, floor: int) -> int:
         """Drop results cached for user floors >= `floor` of a chat (history sync rolled them back)."""
         stale = [k for k in self._results if k[0] == chat_id and k[2] is not None and k[2] >= floor]
         for key in stale:
@@ -360,12 +366,12 @@ class Recaller:
 
     # ---- rag ----------------------------------------------------------------------------------
     def _rag(self, chat_id: str, query: str, pool: Pool, opts: RecallSettings, injection: Injection,
-             rq: RecallQuery | None = None) -> list[Chosen]:
+             calls: LLMTrace, rq: RecallQuery | None = None) -> list[Chosen]:
         search = query
         if opts.rewrite:
             from curator.recall.rewrite import rewrite_query
 
-            search = rewrite_query(self.settings, rq.turns if rq is not None else query, injection.usage) or query
+            search = rewrite_query(self.settings, rq.turns if rq is not None else query, calls) or query
         if rq is not None and not rq.single and search == query:  # no rewrite: the turns' parts, fused by weight
             scores = fuse_parts(rq.parts, lambda text: self._dense_scores(chat_id, text, opts.top_k))
         else:

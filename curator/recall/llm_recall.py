@@ -22,7 +22,8 @@ from curator.schemas import Schema
 from curator.vectors.documents import node_document
 from curator.store.graph import Node
 from curator.recall.injection import Chosen, Injection
-from curator.llm.models import LLMTrace, MeteredModel, build_model, model_settings
+from curator.llm.access import TaskModel
+from curator.llm.models import LLMTrace
 from curator.store.queries import GraphView
 from curator.recall.scoring import Pool
 from curator.settings import RecallSettings, Settings
@@ -63,20 +64,16 @@ class RecallStep(BaseModel):
 
 
 def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-               opts: RecallSettings, injection: Injection, rq=None) -> list[Chosen]:
-    """The model's choice, or hybrid recall's when the model fails. LLM calls are added to `injection.usage`.
+               opts: RecallSettings, injection: Injection, trace: LLMTrace, rq=None) -> list[Chosen]:
+    """The model's choice, or hybrid recall's when the model fails. LLM calls go to `trace`.
     `rq` (a `curator.recall.query.RecallQuery`) brings the recent turns: the model reads them, and the
     catalogue and the fallback are scored from them."""
-    trace = LLMTrace()
     reason = "no valid id chosen"
     try:
         chosen = run_sync(_select(recaller, chat_id, version, graph, query, pool, opts, trace, rq))
     except Exception as exc:  # noqa: BLE001 - any model failure falls back to deterministic recall
         log.warning("LLM recall failed, falling back to hybrid: %s", exc)
         chosen, reason = [], f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-    finally:
-        for record in trace.records:
-            injection.usage.add(record)
     if chosen:
         return chosen
     injection.mode, injection.fallback = "hybrid", {"from": "llm", "reason": reason}  # what ran, and why
@@ -126,12 +123,9 @@ async def _select(recaller: Recaller, chat_id: str, version: int, graph: GraphVi
 
 
 def _agent(recaller: Recaller, trace: LLMTrace) -> Agent:
-    model: Model | None = recaller.model
-    extra = None
-    if model is None:
-        profile = recaller.settings.profile_for("recall")
-        model, extra = build_model(profile), model_settings(profile)
-    return Agent(MeteredModel(model, "recall", trace), output_type=RecallStep, model_settings=extra, retries=1)
+    """Made in the loop that runs it: the configured model is shared per profile and event loop."""
+    task = TaskModel(recaller.settings, "recall", recaller.model)
+    return Agent(task.metered(trace), output_type=RecallStep, model_settings=task.agent_settings(), retries=1)
 
 
 def _catalogue(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,

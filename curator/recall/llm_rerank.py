@@ -13,7 +13,8 @@ from pydantic_ai.models import Model
 from curator.prompts import render
 
 from curator.recall.injection import Chosen
-from curator.llm.models import LLMTrace, MeteredModel, Usage, build_model, model_settings
+from curator.llm.access import TaskModel
+from curator.llm.models import LLMTrace
 from curator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -24,29 +25,26 @@ class Picks(BaseModel):
     ids: list[str] = Field(description="ids of the chosen memories, most important first", max_length=PICK)
 
 
-def llm_rerank(settings: Settings, query: str, candidates: list[Chosen], documents: dict[str, str], usage: Usage,
+def llm_rerank(settings: Settings, query: str, candidates: list[Chosen], documents: dict[str, str], trace: LLMTrace,
                model: Model | None = None) -> list[Chosen] | None:
-    """The model's picks (each keeps its score, marked), or None to keep the deterministic order."""
+    """The model's picks (each keeps its score, marked), or None to keep the deterministic order. The calls go to
+    `trace`."""
     pool = candidates[:POOL]
     by_id = {c.node.id: c for c in pool}
-    trace = LLMTrace()
+    task = TaskModel(settings, "recall", model)
+    listing = "\n".join(f"{c.node.id}: {' '.join(documents.get(c.node.id, c.node.title).split())[:400]}"
+                        for c in pool)
+
+    async def ask() -> Picks:
+        agent = Agent(task.metered(trace), output_type=Picks, model_settings=task.agent_settings())
+        return (await agent.run(render("llm_rerank", limit=PICK, turns=query, candidates=listing))).output
+
     try:
-        if model is None:
-            profile = settings.profile_for("recall")
-            model, extra = build_model(profile), model_settings(profile)
-        else:
-            extra = None
-        agent = Agent(MeteredModel(model, "recall", trace), output_type=Picks, model_settings=extra)
-        listing = "\n".join(f"{c.node.id}: {' '.join(documents.get(c.node.id, c.node.title).split())[:400]}"
-                            for c in pool)
-        result = run_sync(agent.run(render("llm_rerank", limit=PICK, turns=query, candidates=listing)))
-        picked = [i for i in dict.fromkeys(result.output.ids) if i in by_id]
+        answer = run_sync(ask())
+        picked = [i for i in dict.fromkeys(answer.ids) if i in by_id]
         if not picked:
-            raise ValueError(f"no valid id among {result.output.ids!r}")
+            raise ValueError(f"no valid id among {answer.ids!r}")
         return [Chosen(by_id[i].node, by_id[i].score, f"picked by the model ({by_id[i].reason})") for i in picked]
     except Exception as exc:  # noqa: BLE001 - any failure keeps the deterministic order
         log.warning("LLM rerank failed, keeping the deterministic order: %s", exc)
         return None
-    finally:
-        for record in trace.records:
-            usage.add(record)

@@ -45,7 +45,7 @@ class ChangeLog:
         with self._lock:
             self._messages.setdefault(chat_id, deque(maxlen=KEEP)).append((version, floor))
 
-    def forget(self, chat_id: str) -> None:
+    def evict(self, chat_id: str) -> None:
         with self._lock:
             self._graph.pop(chat_id, None)
             self._messages.pop(chat_id, None)

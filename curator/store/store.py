@@ -255,7 +255,7 @@ class Store:
                                   ("vector_state", "chat_id"), ("vector_hashes", "chat_id"),
                                   ("message_vectors", "chat_id"), ("vector_pending", "chat_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
-            self.changes.forget(chat_id)
+            self.changes.evict(chat_id)
 
     # ---- messages -----------------------------------------------------------------------------
     def set_messages(self, chat_id: str, messages: Sequence[Message]) -> None:

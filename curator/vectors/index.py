@@ -187,9 +187,9 @@ class VectorIndex(VectorSearch, VectorWrites):
         # The store could not say what changed (another process wrote, or this process never synced the chat):
         # what this process remembers of the chat's collections may be stale too (another process may have
         # filled them, or dropped and made them again), so it is asked of Chroma afresh.
-        self._forget_handles(chat_id)
-        self.pending.forget(chat_id)
-        self.mirrors.forget(chat_id)
+        self._drop_handles(chat_id)
+        self.pending.evict(chat_id)
+        self.mirrors.evict(chat_id)
         chat = self.store.chat(chat_id)
         profile_key, hashes = self._state(chat_id)
         if profile_key is not None and profile_key != self.profile.key:
@@ -350,7 +350,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         found = self._collection(chat_id, kind).get(ids=ids, include=["embeddings"])
         return found["ids"], found["embeddings"]
 
-    def _forget_handles(self, chat_id: str) -> None:
+    def _drop_handles(self, chat_id: str) -> None:
         for kind in (NODES, SOURCES):
             self._collections.pop((chat_id, kind), None)
             self._counts.pop((chat_id, kind), None)
@@ -359,16 +359,16 @@ class VectorIndex(VectorSearch, VectorWrites):
         """Forget the chat's vectors (the collection and the hashes)."""
         self._known.pop(chat_id, None)
         self.messages.drop(chat_id)
-        self.mirrors.forget(chat_id)
-        self._forget_handles(chat_id)
-        self.pending.forget(chat_id)
+        self.mirrors.evict(chat_id)
+        self._drop_handles(chat_id)
+        self.pending.evict(chat_id)
         names = {c.name if hasattr(c, "name") else str(c) for c in self.client.list_collections()}
         for kind in (NODES, SOURCES, LEGACY_MESSAGES):
             if self.collection_name(chat_id, kind) in names:
                 self.client.delete_collection(self.collection_name(chat_id, kind))
         with self.store.transaction(chat_id) as conn:
             vector_rows.drop_state(conn, chat_id)  # the staged writes with it
-        self.pending.forget(chat_id)
+        self.pending.evict(chat_id)
 
     def status(self, chat_id: str) -> dict:
         profile_key, hashes = self._state(chat_id)

@@ -97,14 +97,14 @@ class MessageVectors:
             self._vectors.popitem(last=False)
         return vector
 
-    def forget(self, chat_id: str) -> None:
+    def evict(self, chat_id: str) -> None:
         self._hashes.pop(chat_id, None)
         for key in [k for k in self._vectors if k[0] == chat_id]:
             del self._vectors[key]
 
     def drop(self, chat_id: str) -> None:
         """Delete the chat's message vectors (a full rebuild embeds them again)."""
-        self.forget(chat_id)
+        self.evict(chat_id)
         vector_rows.drop_message_vectors(self.store, chat_id)
 
 

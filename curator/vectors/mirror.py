@@ -7,7 +7,7 @@ graph search is approximate (bench/README.md, "Ninth round").
 A copy holds the vectors Chroma holds, as this process last wrote or read them. It follows this process's own
 writes (a flush of staged rows, a direct write), which are all the vector writes there are while the store's
 change log can say what changed; when it cannot (another process wrote), the index drops the chat's copies
-(`forget`) and they load again. The staged rows stay searched beside a copy as beside Chroma: their ids are left
+(`evict`) and they load again. The staged rows stay searched beside a copy as beside Chroma: their ids are left
 out of the copy's answer (`hidden`).
 
 A copy loads in a background thread once its collection has been searched MIRROR_AFTER times in this process, so
@@ -182,7 +182,7 @@ def _best(scores: np.ndarray, k: int) -> np.ndarray:
 
 class Mirrors:
     """The copies of one index's collections: `search` answers from a copy when one is ready (None: ask Chroma),
-    `written` keeps them in step with this process's writes, `forget` drops a chat's."""
+    `written` keeps them in step with this process's writes, `evict` drops a chat's."""
 
     def __init__(self, fetch: Fetch, listing: Listing, budget: int = MIRROR_BYTES, after: int = MIRROR_AFTER):
         self._fetch, self._listing, self._budget, self._after = fetch, listing, budget, after
@@ -296,7 +296,7 @@ class Mirrors:
                 _apply(copy, upserts, deletes)
                 self._trim()
 
-    def forget(self, chat_id: str) -> None:
+    def evict(self, chat_id: str) -> None:
         """Drop the chat's copies (and any load under way): another process may have written its collections."""
         with self._lock:
             for key in [k for k in (*self._copies, *self._loading, *self._asked) if k[0] == chat_id]:

@@ -11,7 +11,7 @@ Searches see the staged rows: the ids whose Chroma copy is stale or deleted are 
 asked for that many more), and the staged vectors are scored by a dot product beside it. Nothing is lost in a
 crash: the rows are in the store with the hashes that say the index holds them, and the next process reads them
 back. The rows in the store are the truth; a process's memory of them is reloaded whenever the store changed
-under it (`forget`), and a flush writes what it reads from the store, in a transaction holding the chat's lock.
+under it (`evict`), and a flush writes what it reads from the store, in a transaction holding the chat's lock.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ class PendingWrites:
         """The chats this process knows to have staged rows."""
         return [c for c, rows in self._rows.items() if any(rows.values())]
 
-    def forget(self, chat_id: str) -> None:
+    def evict(self, chat_id: str) -> None:
         """Read the chat's rows from the store again on next use (another process may have staged or flushed; a
         settling row may be stale then too: Chroma is asked instead)."""
         self._rows.pop(chat_id, None)

@@ -13,7 +13,7 @@ NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, event
 
 
 class VectorSearch:
-    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `_forget_handles`, `flush`, `function`,
+    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `_drop_handles`, `flush`, `function`,
     `pending`, `mirrors`, `_query_cache`, `_locks_guard` and `_search_pool`."""
 
     def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
@@ -108,7 +108,7 @@ class VectorSearch:
             try:
                 result = collection.query(query_embeddings=[vectors[text]], n_results=asked, include=["distances"])
             except NotFoundError:  # another process dropped and made the collection again (a full rebuild)
-                self._forget_handles(chat_id)
+                self._drop_handles(chat_id)
                 collection = self._collection(chat_id, kind)
                 result = collection.query(query_embeddings=[vectors[text]], n_results=asked, include=["distances"])
             found = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i not in staged.hidden]

@@ -17,6 +17,7 @@ from curator.schemas import SchemaError
 from curator import __version__
 from curator.errors import ChatExists, CuratorError, NotFound, StoreLocked
 from curator.api.memory import Memory
+from curator.llm.access import NO_MODELS, Models
 from curator.service.server import routes_chats, routes_graph, routes_panel, routes_work
 from curator.service.server.request_guard import SitePolicy
 from curator.service.server.security import BodyTooLarge, GuardMiddleware, Limits, error_body
@@ -30,10 +31,8 @@ log = logging.getLogger("curator.server")
 class ServiceConfig:
     token: str | None = None  # bearer token; required (by `curator serve`) off loopback
     limits: Limits = field(default_factory=Limits)
-    model: Model | None = None  # extraction model override (tests, scripted runs)
-    curate_model: Model | None = None  # a pydantic-ai Model for the curator agent (tests, scripted runs)
-    maintenance_model: Model | None = None  # ... for maintenance
-    summarize_model: Model | None = None  # ... for compression in the pipeline
+    models: Models = NO_MODELS  # pydantic-ai models in place of the configured ones, per task (tests, scripted runs)
+    model: Model | None = None  # the extraction model's, in short (`models.extract`)
     workers: int = 4  # job threads (per process)
     job_lease: float | None = None  # seconds a job's worker holds it between renewals (None: job_queue's default)
     upstream: str | None = None  # the proxy's real model endpoint (OpenAI-compatible base URL)
@@ -62,8 +61,8 @@ def _warm_up(profile: EmbeddingProfile) -> None:
 
 def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
-    service = build_service(memory, config.model, config.workers, config.curate_model, config.maintenance_model,
-                            config.summarize_model, job_lease=config.job_lease)
+    service = build_service(memory, config.models.with_task("extract", config.model), config.workers,
+                            job_lease=config.job_lease)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -76,7 +76,7 @@ def delete_chat(chat_id: str, service: ServiceDep) -> dict:
         service.memory.delete_chat(chat_id)
     log = getattr(service, "recall_log", None)  # the panel's last injection and recent recalls go with it
     if log is not None:
-        log.forget(chat_id)
+        log.evict(chat_id)
     return {"deleted": chat_id}
 
 

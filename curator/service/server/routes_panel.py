@@ -51,7 +51,7 @@ class RecallLog:
             self.last[chat_id] = {**injection, "at": entry["at"]}
             self.recent.setdefault(chat_id, deque(maxlen=RECENT)).appendleft(entry)
 
-    def forget(self, chat_id: str) -> None:
+    def evict(self, chat_id: str) -> None:
         with self._lock:
             self.last.pop(chat_id, None)
             self.recent.pop(chat_id, None)
@@ -158,7 +158,7 @@ def rollback(chat_id: str, body: RollbackIn, service: ServiceDep) -> dict:
     with service.writer(chat_id):
         service.memory.chat(chat_id)
         result = service.memory.rollback(chat_id, body.floor)
-    service.forget_floors(chat_id, body.floor)
+    service.evict_floors(chat_id, body.floor)
     return {"chat": chat_id, "floor": body.floor, "reverted": [c.id for c in result.reverted],
             "graph_version": service.memory.store.graph_version(chat_id)}
 
@@ -171,5 +171,5 @@ def put_compatible_schema(chat_id: str, body: dict, service: ServiceDep) -> dict
     schema = schema_from_data(body.get("schema", body), "request schema")
     with service.writer(chat_id):
         service.memory.store.change_schema(chat_id, schema)
-    service.forget_floors(chat_id, 0)  # cached recalls were packed with the old settings
+    service.evict_floors(chat_id, 0)  # cached recalls were packed with the old settings
     return {"chat": chat_id, "schema": schema.name, "types": list(schema.types)}

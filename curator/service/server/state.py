@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from pydantic_ai.models import Model
 
 from curator.aio import run_sync
 from curator.extract.extractor import due_floors
+from curator.llm.access import NO_MODELS, Models
 from curator.service.jobs import ChatLocks, JobContext, JobFailed, JobKind, JobRunner
 from curator.api.memory import Memory
 from curator.sync.history import HistoryReport, extract_due
@@ -22,10 +22,7 @@ class Service:
     locks: ChatLocks
     jobs: JobRunner
     recall_lock: threading.RLock
-    model: Model | None = None  # replaces the configured extraction model (tests, scripted runs)
-    curate_model: Model | None = None  # ... the curator agent's
-    maintenance_model: Model | None = None  # ... maintenance's
-    summarize_model: Model | None = None  # ... compression's in the pipeline (the `summarize` task)
+    models: Models = NO_MODELS  # replace the configured models, per task (tests, scripted runs)
     recallers: dict = field(default_factory=dict)  # chat id -> (Recaller, its lock)
 
     @contextmanager
@@ -63,13 +60,13 @@ class Service:
                 self.recallers[chat_id] = (recaller, threading.RLock())
             return self.recallers[chat_id]
 
-    def forget_floors(self, chat_id: str, floor: int) -> None:
+    def evict_floors(self, chat_id: str, floor: int) -> None:
         """History sync dropped memory at or after `floor`: drop what the chat's recaller cached for it."""
         with self.recall_lock:
             entry = self.recallers.pop(chat_id, None) if floor == 0 else self.recallers.get(chat_id)
         if entry is not None and floor > 0:
             with entry[1]:
-                entry[0].forget_floors(chat_id, floor)
+                entry[0].evict_floors(chat_id, floor)
 
 
 def extraction_channel(memory: Memory, chat_id: str) -> str:
@@ -78,15 +75,13 @@ def extraction_channel(memory: Memory, chat_id: str) -> str:
     return memory.settings.for_chat(memory.chat(chat_id).settings).extraction.channel
 
 
-def build_service(memory: Memory, model: Model | None = None, workers: int = 4, curate_model: Model | None = None,
-                  maintenance_model: Model | None = None, summarize_model: Model | None = None,
+def build_service(memory: Memory, models: Models = NO_MODELS, workers: int = 4,
                   job_lease: float | None = None) -> Service:
     locks = ChatLocks(memory.store)  # honoured by every process over this store
     recall_lock = threading.RLock()
     kinds: dict[str, JobKind] = {}  # filled below: the jobs run on the service they belong to
     jobs = JobRunner(memory.store, locks, kinds, workers=workers, **({"lease": job_lease} if job_lease else {}))
-    service = Service(memory, locks, jobs, recall_lock, model,
-                      curate_model=curate_model, maintenance_model=maintenance_model, summarize_model=summarize_model)
+    service = Service(memory, locks, jobs, recall_lock, models)
     kinds.update({
         "extract": JobKind(lambda ctx: _extract_job(service, ctx), resumable=True),
         "rebuild": JobKind(lambda ctx: _rebuild_job(service, ctx), resumable=True),
@@ -95,7 +90,7 @@ def build_service(memory: Memory, model: Model | None = None, workers: int = 4, 
         **{op: JobKind(lambda ctx, op=op: _maintenance_job(service, ctx, op)) for op in MAINTENANCE_OPS},
     })
     # Open the shared parts now, not racily on the first concurrent requests.
-    memory.history.on_floors_dropped.append(service.forget_floors)
+    memory.history.on_floors_dropped.append(service.evict_floors)
     memory.index  # noqa: B018
     memory.recall_guard = recall_lock  # for the library's own recaller, if anything in-process uses it
     return service
@@ -111,7 +106,7 @@ MAINTENANCE_OPS = ("compact", "consolidate", "evolve", "summarize", "forget", "r
 
 def _maintenance_job(service: Service, ctx: JobContext, op: str) -> dict:
     """One maintenance operation (its own commits), under the chat's writer lock."""
-    memory, params, model = service.memory, ctx.params, service.maintenance_model
+    memory, params, model = service.memory, ctx.params, service.models.maintain
     calls = {
         "compact": lambda: memory.compact(ctx.chat_id, params.get("types"), model=model,
                                           progress=lambda d, t: ctx.progress(d, t)),
@@ -142,8 +137,7 @@ def _curate_job(service: Service, ctx: JobContext) -> dict:
             break
         with ctx.writer:
             result = memory.curate(ctx.chat_id, floor, params.get("draft_reply"),
-                                   dry_run=bool(params.get("dry_run")), model=service.curate_model,
-                                   summarize_model=service.summarize_model)
+                                   dry_run=bool(params.get("dry_run")), models=service.models)
         results.append(result.to_dict())
         ctx.progress(count, len(floors), f"floor {result.floor}: {'ok' if result.ok else result.reason}")
         if not result.ok:
@@ -155,8 +149,7 @@ def _extract_job(service: Service, ctx: JobContext) -> dict:
     """Write every floor still due with the chat's channel (extractor, curator or both), each floor followed by
     compression when a type is over its threshold."""
     memory = service.memory
-    writer = memory.channel_writer(service.model, service.curate_model, service.maintenance_model,
-                                   service.summarize_model)
+    writer = memory.channel_writer(service.models)
     done: list = []
 
     def on_step(result, count, total):
