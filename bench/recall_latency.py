@@ -36,9 +36,9 @@ def sentence(rng: random.Random, i: int) -> str:
             f"and left {rng.choice(OBJECTS)} (scene {i}).")
 
 
-def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> float:
+def build_chat(memory, chat: str, size: int, rng: random.Random, dims: tuple[int, int]) -> float:
     """`size` nodes (people, places, events; a fifth of the events folded into summaries), indexed with
-    random vectors. Returns the seconds it took."""
+    random vectors (`dims`: of the nodes' space and of the sources'). Returns the seconds it took."""
     started = now()
     hooks, memory.store.on_change[:] = list(memory.store.on_change), []  # no live sync: vectors are written below
     memory.create_chat(chat, "default")
@@ -71,7 +71,7 @@ def build_chat(memory, chat: str, size: int, rng: random.Random, dim: int) -> fl
         documents = [node_document(n, schema) for n in batch]
         sources = ["\n".join(index.messages.documents(lines, source_floors(n, lines, {"event"})).values())
                    for n in batch]  # as the index writes them (the vector: random, like the nodes')
-        for collection, docs in zip(collections, (documents, sources)):
+        for collection, docs, dim in zip(collections, (documents, sources), dims):
             ids = [(n.id, d) for n, d in zip(batch, docs) if d]
             vectors = np.random.default_rng(start).normal(size=(len(ids), dim)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -201,10 +201,12 @@ def main() -> None:
     rows, after_rows = [], []
     with TempMemory() as tmp:
         memory = tmp.memory
-        dim = memory.index.function.embedder.embed_queries(["x"]).shape[1]
+        embedder = memory.index.function.embedder
+        dims = (embedder.embed_queries(["x"]).shape[1],  # an embedder may keep messages in another space
+                getattr(embedder, "embed_messages", embedder.embed_documents)(["x"]).shape[1])
         for size in sizes:
             progress(f"building a chat of {size} nodes")
-            seconds = build_chat(memory, f"one-{size}", size, rng, dim)
+            seconds = build_chat(memory, f"one-{size}", size, rng, dims)
             warm = time_queries(memory, [f"one-{size}"], queries, rng)
             rows.append({"case": f"1 chat x {size:,} nodes", "nodes": size, "build_s": round(seconds, 2), **warm})
             after = time_after_commit(memory, f"one-{size}", size, queries, rng, warm, 3 if args.quick else args.turns)
@@ -218,7 +220,7 @@ def main() -> None:
         started = now()
         names = [f"many-{i}" for i in range(chats)]
         for name in names:
-            build_chat(memory, name, per_chat, rng, dim)
+            build_chat(memory, name, per_chat, rng, dims)
         if names:
                 rows.append({"case": f"{chats} chats x {per_chat:,} nodes", "nodes": chats * per_chat,
                          "build_s": round(now() - started, 2), **time_queries(memory, names, queries, rng)})

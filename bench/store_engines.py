@@ -161,8 +161,10 @@ def recall_p50(store_url: str | None, nodes: int, queries: int, seed: int) -> di
     questions = [f"What did {rng.choice(NAMES)} {rng.choice(VERBS)} at {rng.choice(PLACES)}?" for _ in range(queries)]
     with TempMemory(store=store_url or "sqlite") as tmp:
         memory = tmp.memory
-        dim = memory.index.function.embedder.embed_queries(["x"]).shape[1]
-        build_chat(memory, "one", nodes, rng, dim)
+        embedder = memory.index.function.embedder
+        dims = (embedder.embed_queries(["x"]).shape[1],
+                getattr(embedder, "embed_messages", embedder.embed_documents)(["x"]).shape[1])
+        build_chat(memory, "one", nodes, rng, dims)
         timed = time_queries(memory, ["one"], questions, rng)
         engine = memory.store.engine
     return {"engine": engine, "nodes": nodes, "p50_ms": timed["hybrid"]["p50_ms"],

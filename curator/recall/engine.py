@@ -25,6 +25,7 @@ from curator.store.graph import Node, normalize_name
 from curator.recall.injection import Chosen, Injection, pack
 from curator.recall.persistent import PersistentPlan, mark_overflow, note_left_out, plan_persistent
 from curator.recall.pool import build_pool, update_pool
+from curator.recall.entities import entities_in, entity_focus
 from curator.recall.query import RecallQuery, build_query, fuse_parts
 from curator.recall.state import ChatState
 from curator.llm.records import LLMTrace, Usage
@@ -95,6 +96,7 @@ class Recaller:
         self._touched: dict[tuple[str, str], tuple[int, str]] = {}  # (chat, node) -> recalls not written, the last
         self._touch_recalls = 0
         self._touch_lock = threading.Lock()
+        self._bare: dict[str, bool] = {}  # node document -> whether it is the node's name alone (`entities_in`)
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
                options: RecallSettings | None = None, messages: list | None = None) -> Injection:
@@ -286,6 +288,7 @@ class Recaller:
             fused = mention_boost(fused, mentioned, adjacent, pool)
             fused, story_reasons = story_boost(fused, query, story, pool.documents) if story else (fused, {})
             fused = propagate(fused, context, pool)
+            fused = entity_focus(fused, *entities_in(fused, query, mentioned, pool, state.schema, self._bare))
         limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
         fused = diversify(fused, by_source, pool, limit)
         chosen = lift_leaves(fused, pool, limit, lexical, dense)
@@ -377,6 +380,13 @@ class Recaller:
         else:
             scores = self._dense_scores(chat_id, search, opts.top_k)
         hits = [(i, s) for i, s in scores.items() if i in pool.documents]
+        if hits:  # a bare name matches by the name alone (`scoring.entity_focus`)
+            state = self.state(chat_id)
+            with state.lock:
+                ranked = dict(hits)
+                mentioned = self._mentioned(chat_id, query)
+                ranked = entity_focus(ranked, *entities_in(ranked, query, mentioned, pool, state.schema, self._bare))
+            hits = list(ranked.items())
         hits.sort(key=lambda kv: -kv[1])
         reason = "vector match"
         if opts.rerank and hits:

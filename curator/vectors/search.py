@@ -18,23 +18,25 @@ class VectorSearch:
 
     def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
         """The k nodes of this chat most similar to `text`, as (node id, cosine similarity)."""
-        return self._query(chat_id, NODES, text, k, {})
+        return self._query(chat_id, NODES, text, k, None)
 
     def query_sources(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
         """The k events of this chat whose source messages are most similar to `text`."""
-        return self._query(chat_id, SOURCES, text, k, {})
+        return self._query(chat_id, SOURCES, text, k, None)
 
     def query_both(self, chat_id: str, text: str, source_text: str, k: int = 20, context: bool = False,
                    source_k: int | None = None) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
         """`query` and `query_sources` at once (k nodes, `source_k` sources, k when None), their vectors from
         `pair_vectors`. `context`: the text is a turn before the message answered (see `query_vectors`)."""
         vectors = self.pair_vectors([(text, source_text)], context)
+        vector = vectors.get(text)
+        source_vector = vectors.get((SOURCES, text, source_text), vectors.get(source_text))
         source_k = k if source_k is None else source_k
         if self.mirrors.ready(chat_id, NODES) and self.mirrors.ready(chat_id, SOURCES):  # ~0.4 ms each: no thread
-            return (self._query(chat_id, NODES, text, k, vectors),
-                    self._query(chat_id, SOURCES, source_text, source_k, vectors))
-        sources = self._searches().submit(self._query, chat_id, SOURCES, source_text, source_k, vectors)
-        return self._query(chat_id, NODES, text, k, vectors), sources.result()
+            return (self._query(chat_id, NODES, text, k, vector),
+                    self._query(chat_id, SOURCES, source_text, source_k, source_vector))
+        sources = self._searches().submit(self._query, chat_id, SOURCES, source_text, source_k, source_vector)
+        return self._query(chat_id, NODES, text, k, vector), sources.result()
 
     def _searches(self):
         """Two threads for the source searches: Chroma releases the GIL while it searches, so a recall's source query
@@ -47,7 +49,12 @@ class VectorSearch:
     def pair_vectors(self, pairs: list[tuple[str, str]], context: bool = False) -> dict[str, object]:
         """The query vectors of (text, source text) pairs, the source text being the text without the speakers' names.
         An embedder that can add the names' share to the source text's vector (`named_query_vectors`) is asked for
-        the source texts only, so each pair costs one model pass; others embed both texts in one call."""
+        the source texts only, so each pair costs one model pass; others embed both texts in one call. An embedder
+        whose sources live in another space than its nodes (`source_query_vectors`) gives each pair's source vector
+        under (SOURCES, text, source text), derived from the text's own vector."""
+        to_sources = getattr(self.function.embedder, "source_query_vectors", None)
+        if to_sources is not None:
+            return self._split_vectors(pairs, context, to_sources)
         derive = None if context else getattr(self.function.embedder, "named_query_vectors", None)
         if derive is None:
             return self.query_vectors([t for pair in pairs for t in pair], context)
@@ -60,6 +67,29 @@ class VectorSearch:
                 self._query_cache[("named", *pair)] = vector
         for text, source in named:
             vectors[text] = self._remember(("named", text, source), self._query_cache[("named", text, source)])
+        self._trim_queries()
+        return vectors
+
+    def _split_vectors(self, pairs: list[tuple[str, str]], context: bool, to_sources) -> dict:
+        """The nodes' query vectors (the embedder's own) and the sources' (`to_sources`, from the same vectors), the
+        latter under (SOURCES, text, source text); both kept as the other query vectors are."""
+        if getattr(self.function.embedder, "nameless_node_query", False):
+            asked = self.query_vectors([s for _, s in pairs], context)
+            vectors: dict = {t: asked[s] for t, s in pairs if s in asked}
+            derive_from = {t: s for t, s in pairs}
+        else:
+            vectors = self.query_vectors([t for t, _ in pairs], context)
+            derive_from = {t: t for t, _ in pairs}
+        wanted = [(t, s) for t, s in dict.fromkeys(pairs) if t in vectors]
+        missing = [(t, s) for t, s in wanted if ("source", t, s) not in self._query_cache]
+        if missing:
+            fresh = to_sources(np.stack([vectors[t] for t, _ in missing]), [derive_from[t] for t, _ in missing],
+                               [s for _, s in missing])
+            for pair, vector in zip(missing, fresh):
+                self._query_cache[("source", *pair)] = vector
+        for text, source in wanted:
+            vectors[(SOURCES, text, source)] = self._remember(("source", text, source),
+                                                              self._query_cache[("source", text, source)])
         self._trim_queries()
         return vectors
 
@@ -89,10 +119,10 @@ class VectorSearch:
         while len(self._query_cache) > QUERIES_KEPT:
             self._query_cache.popitem(last=False)
 
-    def _query(self, chat_id: str, kind: str, text: str, k: int, vectors: dict) -> list[tuple[str, float]]:
+    def _query(self, chat_id: str, kind: str, text: str, k: int, vector) -> list[tuple[str, float]]:
         """The k nearest in Chroma, or in its in-memory copy once that is loaded (`vectors/mirror.py`), beside the
         staged rows' (`vectors/pending.py`): Chroma is asked for as many more as it holds stale copies of, which
-        are left out of its answer."""
+        are left out of its answer. `vector`: the query's (None: `text`'s, embedded or kept)."""
         if not text.strip():
             return []
         staged = self.pending.view(chat_id, kind)
@@ -100,20 +130,21 @@ class VectorSearch:
         count = self._count(chat_id, kind)
         if count == 0 and not staged.ids:
             return []
-        if text not in vectors:
-            vectors.update(self.query_vectors([text]))
-        found = self.mirrors.search(chat_id, kind, vectors[text], k, staged.hidden) if count else []
+        if vector is None:
+            vectors = self.pair_vectors([(text, text)]) if kind == SOURCES else self.query_vectors([text])
+            vector = vectors.get((SOURCES, text, text), vectors.get(text))
+        found = self.mirrors.search(chat_id, kind, vector, k, staged.hidden) if count else []
         if found is None:
             asked = k + len(staged.shadow)
             try:
-                result = collection.query(query_embeddings=[vectors[text]], n_results=asked, include=["distances"])
+                result = collection.query(query_embeddings=[vector], n_results=asked, include=["distances"])
             except NotFoundError:  # another process dropped and made the collection again (a full rebuild)
                 self._drop_handles(chat_id)
                 collection = self._collection(chat_id, kind)
-                result = collection.query(query_embeddings=[vectors[text]], n_results=asked, include=["distances"])
+                result = collection.query(query_embeddings=[vector], n_results=asked, include=["distances"])
             found = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i not in staged.hidden]
         if staged.ids:
-            found.extend(staged.search(vectors[text], k))
+            found.extend(staged.search(vector, k))
             found.sort(key=lambda pair: -pair[1])
         return found[:k]
 
