@@ -67,3 +67,12 @@ class ChatFileError(CuratorError):
     """A chat file (SillyTavern .jsonl or plain JSONL) is malformed."""
 
     hint = "Check the file at the line named above; nothing was stored."
+
+
+class MissingExtra(CuratorError, ImportError):
+    """A feature whose packages are an optional extra that is not installed (pydantic-ai-slim's way): the message
+    names the feature and the one command that installs them."""
+
+    def __init__(self, extra: str, feature: str):
+        super().__init__(f'{feature} needs the "{extra}" extra: pip install "memory-curator[{extra}]"')
+        self.extra = extra

@@ -27,9 +27,10 @@ def print_json(data: object) -> None:
 def print_error(message: str, hint: str = "") -> None:
     from rich.markup import escape
 
-    err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, markup=True)
+    # soft_wrap: one line however long (a command in it stays whole to copy), the terminal wraps it for the eye
+    err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     if hint:
-        err.print(f"[dim]Hint:[/] {escape(hint)}", highlight=False)
+        err.print(f"[dim]Hint:[/] {escape(hint)}", highlight=False, soft_wrap=True)
 
 
 def _floors(node: Node) -> str:

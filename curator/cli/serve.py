@@ -38,9 +38,9 @@ def serve(
                                                          "X-Curator-Allow-Rollback header (-1 = no limit).")] = 4,
 ) -> None:
     """Run the HTTP service (API under /api/v1, docs at /docs) and the OpenAI-compatible proxy (/v1)."""
-    import uvicorn
+    from curator.service.server import ServiceConfig, create_app  # MissingExtra without the `server` extra
 
-    from curator.service.server import ServiceConfig, create_app
+    import uvicorn
     from curator.store.location import redact
     from curator.service.server.request_guard import SitePolicy
     from curator.service.server.security import Limits, check_bind

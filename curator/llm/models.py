@@ -22,6 +22,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from curator.errors import MissingExtra
 from curator.llm.records import CallRecord, LLMTrace, Usage  # noqa: F401 - LLMTrace and Usage re-exported
 from curator.llm.tls import shared_ssl_context
 from curator.settings import ModelProfile
@@ -152,12 +153,15 @@ def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | No
                 sleep: Sleep = asyncio.sleep) -> Model:
     """The pydantic-ai model for a profile. Only the transport retries; the SDK's own retries are off."""
     if profile.provider == "cohere":
-        from pydantic_ai.models.cohere import CohereModel
-        from pydantic_ai.providers.cohere import CohereProvider
+        try:
+            from cohere import AsyncClientV2
+            from pydantic_ai.models.cohere import CohereModel
+            from pydantic_ai.providers.cohere import CohereProvider
+        except ImportError as exc:
+            raise MissingExtra("cohere", "a Cohere model profile") from exc
 
         # The Cohere SDK speaks httpx (not httpx2) and keeps its own retry layer; ours stays out of its way.
         if profile.base_url:
-            from cohere import AsyncClientV2
 
             client = AsyncClientV2(api_key=profile.api_key(), base_url=profile.base_url, timeout=profile.timeout)
             return CohereModel(profile.model, provider=CohereProvider(cohere_client=client))

@@ -8,6 +8,7 @@ import os
 
 import httpx
 
+from curator.errors import MissingExtra
 from curator.settings import RerankProfile
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,10 @@ def rerank(profile: RerankProfile, query: str, documents: list[str]) -> list[tup
 
 
 def _cohere(profile: RerankProfile, query: str, documents: list[str]) -> list[tuple[int, float]]:
-    import cohere
+    try:
+        import cohere
+    except ImportError as exc:
+        raise MissingExtra("cohere", "Cohere rerank") from exc
 
     client = cohere.ClientV2(api_key=os.environ.get(profile.api_key_env, ""), timeout=profile.timeout,
                              **({"base_url": profile.url} if profile.url else {}))

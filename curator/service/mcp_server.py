@@ -15,15 +15,20 @@ import functools
 import json
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from curator import __version__
-from curator.errors import CuratorError, NotFound
-from curator.api.memory import Memory
-from curator.store.messages import manual_anchor_floor
+from curator.errors import CuratorError, MissingExtra, NotFound
+
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import ToolAnnotations
+except ImportError as exc:
+    raise MissingExtra("server", "the MCP server") from exc
+
+from curator.api.memory import Memory  # noqa: E402
+from curator.store.messages import manual_anchor_floor  # noqa: E402
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)

