@@ -162,3 +162,21 @@ def test_a_job_is_cancelled_from_another_process_and_unknown_kinds_are_left_to_o
     finally:
         stop(data, [runner])
     store.close()
+
+
+def test_the_locks_use_no_posix_only_call(monkeypatch):
+    """Chat locks go through filelock (fcntl on POSIX, msvcrt on Windows); a dead worker is recognised by
+    `kill(pid, 0)` on POSIX only (on Windows `os.kill` would end the process), elsewhere its lease runs out."""
+    import inspect
+    import socket
+
+    from curator.store import chat_locks, job_queue
+
+    assert "fcntl" not in inspect.getsource(chat_locks)
+
+    def kill(*args):
+        raise AssertionError("os.kill called")
+
+    monkeypatch.setattr(job_queue.os, "kill", kill)
+    monkeypatch.setattr(job_queue.os, "name", "nt")
+    assert job_queue.worker_is_gone(f"{socket.gethostname()}:999999:abcdef") is False

@@ -5,8 +5,8 @@ LLM call, a maintenance operation), so two steps never interleave their commits 
 a re-entrant lock per chat (a thread holding it may take it again); the outermost acquire in a thread also takes a
 lock that other processes honour:
 
-- SQLite store: an `flock` on a file per chat under `<data>/locks/` (the kernel drops it when the process dies, so
-  a killed service never leaves a chat locked);
+- SQLite store: a lock on a file per chat under `<data>/locks/` (`filelock`: `flock` on POSIX, `msvcrt.locking` on
+  Windows; the system drops it when the process dies, so a killed service never leaves a chat locked);
 - PostgreSQL store: a session-level advisory lock on a connection opened for the hold and closed after it (the
   server drops the lock with the connection, so here too a dead process frees the chat).
 
@@ -122,24 +122,21 @@ def _wait(try_once: Callable[[], bool], timeout: float, chat_id: str, what: str)
 
 @contextmanager
 def file_lock(folder: Path, chat_id: str, timeout: float) -> Iterator[None]:
-    import fcntl
+    from filelock import FileLock, Timeout
 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (lock_name(chat_id) + ".lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-
-    def try_once() -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-
+    # a lock object per hold (its own descriptor): two holders in one process exclude each other as two processes do
+    lock = FileLock(path, mode=0o600, thread_local=False, is_singleton=False)
     try:
-        _wait(try_once, timeout, chat_id, f"lock file {path}")
+        lock.acquire(timeout=timeout, poll_interval=POLL)
+    except Timeout:
+        raise ChatBusy(f"chat {chat_id!r} is being written by another process (lock file {path}); "
+                       f"waited {timeout:g} s") from None
+    try:
         yield
     finally:
-        os.close(fd)  # closing the descriptor drops the flock
+        lock.release()  # closing the descriptor drops the lock
 
 
 @contextmanager

@@ -40,10 +40,11 @@ def lease_end(seconds: float) -> str:
 
 def worker_is_gone(worker: str | None) -> bool:
     """True when `worker` names a process of this machine that no longer runs (so its lease need not be waited
-    out); False when it may still run or is not ours to judge."""
+    out); False when it may still run or is not ours to judge. Only POSIX can ask whether a process exists without
+    touching it (`kill(pid, 0)`; on Windows `os.kill` would end it): elsewhere the lease runs out instead."""
     host, _, rest = (worker or "").partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
+    if os.name != "posix" or host != socket.gethostname() or not pid.isdigit():
         return False
     try:
         os.kill(int(pid), 0)
