@@ -140,3 +140,19 @@ def test_sql_stays_in_the_store():
                     node.func.attr in ("execute", "executemany", "executescript"):
                 outside.append(f"{module}:{node.lineno}")
     assert outside == [], outside
+
+
+def test_the_files_named_in_the_code_exist():
+    """A docstring or comment that names a file of this package names one that exists (issue 32 found three that
+    had moved away)."""
+    import re
+
+    named = re.compile(r"(?<![\w/])curator/((?:[\w\-]+/)*[\w\-]+\.py)")
+    missing = []
+    for module, path in MODULES.items():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for found in named.finditer(line):
+                rel = found.group(1)
+                if not (PACKAGE / rel).exists() and not (PACKAGE.parent / rel).exists():
+                    missing.append(f"{module}:{number}: curator/{rel}")
+    assert missing == [], missing

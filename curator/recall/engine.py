@@ -1,7 +1,7 @@
 """Recall: choose the memories for the next generation and pack them into an injection.
 
 - `hybrid` (default, no LLM): BM25 over node text (CJK-aware) and the vector index, fused by normalized scores,
-  each event also scored by its source messages; then the steps of `curator/scoring.py` (dates, mentions,
+  each event also scored by its source messages; then the steps of `curator/recall/scoring.py` (dates, mentions,
   context, diversity) and a one-hop graph expansion (an event brings its people and places; a person or place
   its latest event).
 - `rag`: optional LLM query rewrite -> vector top-K -> optional cross-encoder rerank -> the best `max_results`.

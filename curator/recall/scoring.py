@@ -1,5 +1,5 @@
 """Recall's scoring steps: pure functions from score maps (node id -> score) to score maps, and the choice of
-the best within a limit. `curator/recall.py` runs them in order; each step says why it exists."""
+the best within a limit. `curator/recall/engine.py` runs them in order; each step says why it exists."""
 
 from __future__ import annotations
 
