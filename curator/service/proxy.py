@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx2
 from fastapi import APIRouter, Request
@@ -35,6 +36,10 @@ from curator.service.proxy_match import KIND_HEADER, continued, request_kind, sy
 from curator.service.proxy_upstream import no_upstream, upstream_error, upstream_headers
 from curator.service.proxy_upstream import router as upstream_router
 from curator.service.server.security import error_body
+
+if TYPE_CHECKING:
+    from curator.recall.injection import Injection
+    from curator.service.server.state import Service
 
 log = logging.getLogger("curator.proxy")
 router = APIRouter(tags=["proxy"])
@@ -187,8 +192,8 @@ def _choices(body: dict) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
-def _prepare(service, chat_id: str, floors: list[Message],
-             max_rollback: int | None = None) -> tuple[object | None, int]:
+def _prepare(service: Service, chat_id: str, floors: list[Message],
+             max_rollback: int | None = None) -> tuple[Injection | None, int]:
     """Sync the request's floors (creating the chat on first sight) and recall for its last user message.
     Returns the injection (None when there is nothing to recall for) and the floor the request starts at."""
     if not service.memory.store.has_chat(chat_id):
@@ -230,11 +235,11 @@ def _stream_text(chunks: list[str]) -> str:
     return "".join(text)
 
 
-def _after_stream(service, chat_id: str, floor: int, chunks: list[str], kind: str = "chat") -> None:
+def _after_stream(service: Service, chat_id: str, floor: int, chunks: list[str], kind: str = "chat") -> None:
     _remember(service, chat_id, floor, _stream_text(chunks), kind)
 
 
-def _remember(service, chat_id: str, floor: int, text: str, kind: str = "chat") -> None:
+def _remember(service: Service, chat_id: str, floor: int, text: str, kind: str = "chat") -> None:
     """The answer becomes floor `floor` (a Continue: is added to the reply at `floor - 1`); its extraction (and
     anything else due) is queued."""
     if not text.strip():

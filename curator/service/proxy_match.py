@@ -17,10 +17,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from curator.service.proxy_guard import check_rollback
 from curator.store.message_rows import rewrite_messages
 from curator.store.messages import Message
+
+if TYPE_CHECKING:
+    from curator.api.memory import Memory
+    from curator.store.store import Store
+    from curator.sync.history import HistoryReport
 
 KIND_HEADER = "x-curator-kind"
 KINDS = ("chat", "impersonate", "quiet", "continue")
@@ -145,15 +151,23 @@ class ShelvedCopies:
         return None
 
 
-def sync_request(service, chat_id: str, floors: list[Message], max_rollback: int | None = None) -> int:
+class Syncing(Protocol):
+    """What `sync_request` needs of the service (`curator.service.server.state.Service`)."""
+
+    memory: Memory
+    shelved_copies: ShelvedCopies
+
+    def sync(self, chat_id: str, messages: list[Message], start: int = 0,
+             extract: bool = True) -> tuple[HistoryReport, dict[str, Any] | None]: ...
+
+
+def sync_request(service: Syncing, chat_id: str, floors: list[Message], max_rollback: int | None = None) -> int:
     """Sync a request's floors into the chat (under the chat's writer lock, held by the caller): line them up
     with the stored chat, adopt the front end's copies of stored floors, let a copy of a shelved reply bring
     its memory back, then history sync for the rest. Returns the floor the request starts at. A request that would
     roll back more than `max_rollback` floors (after adopting copies) raises RollbackRefused and changes nothing."""
     store = service.memory.store
-    copies = getattr(service, "shelved_copies", None)
-    if copies is None:
-        copies = service.shelved_copies = ShelvedCopies()
+    copies = service.shelved_copies
     stored = store.messages(chat_id)
     start = window_start(stored, floors)
     adopted = adopt_client_copies(stored, floors, start)
@@ -176,7 +190,7 @@ def sync_request(service, chat_id: str, floors: list[Message], max_rollback: int
     return start
 
 
-def adopt(store, chat_id: str, copies: dict[int, Message]) -> None:
+def adopt(store: Store, chat_id: str, copies: dict[int, Message]) -> None:
     """Store the front end's copies of floors as the floors' text: the same floor, so no rollback, and the
     memory extracted from it stays."""
     if copies:

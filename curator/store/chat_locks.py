@@ -16,7 +16,6 @@ Waiting is bounded: after `timeout` seconds the caller gets `ChatBusy` naming th
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator

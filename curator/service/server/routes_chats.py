@@ -74,9 +74,7 @@ def delete_chat(chat_id: str, service: ServiceDep) -> dict:
     with service.writer(chat_id):
         service.memory.chat(chat_id)
         service.memory.delete_chat(chat_id)
-    log = getattr(service, "recall_log", None)  # the panel's last injection and recent recalls go with it
-    if log is not None:
-        log.evict(chat_id)
+    service.recall_log.evict(chat_id)  # the panel's last injection and recent recalls go with it
     return {"deleted": chat_id}
 
 

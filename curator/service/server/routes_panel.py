@@ -6,9 +6,6 @@ proxy both go through `Service.recall`)."""
 
 from __future__ import annotations
 
-import threading
-from collections import deque
-
 from fastapi import APIRouter, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
@@ -19,7 +16,6 @@ from curator.errors import NotFound
 from curator.extract.extractor import due_floors, last_extracted_floor
 from curator.llm.usage import extraction_failures
 from curator.store.commit_log import newest_commit
-from curator.store.store import utc_now
 from curator.store.usage import recent_steps
 from curator.service.server.deps import ServiceDep, Strict
 from curator.service.server.routes_work import RecallIn
@@ -33,44 +29,9 @@ class RollbackIn(Strict):
     floor: int = Field(ge=0, description="undo every commit anchored at or after this floor")
 
 
-class RecallLog:
-    """The last injection per chat, and a short list of recent recalls (query, mode, usage), kept in memory:
-    the panel shows what the model saw since the service started."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.last: dict[str, dict] = {}
-        self.recent: dict[str, deque] = {}
-
-    def record(self, chat_id: str, injection: dict) -> None:
-        entry = {"at": utc_now(), "query": injection.get("query", ""), "mode": injection.get("mode"),
-                 "reused": injection.get("reused", False), "tokens": injection.get("tokens", {}).get("total", 0),
-                 "nodes": sum(len(b) for b in injection.get("blocks", {}).values()),
-                 "usage": injection.get("usage", {})}
-        with self._lock:
-            self.last[chat_id] = {**injection, "at": entry["at"]}
-            self.recent.setdefault(chat_id, deque(maxlen=RECENT)).appendleft(entry)
-
-    def evict(self, chat_id: str) -> None:
-        with self._lock:
-            self.last.pop(chat_id, None)
-            self.recent.pop(chat_id, None)
-
-
 def install(app: FastAPI) -> None:
-    """Register the panel's endpoints under /api/v1 and record every recall's injection."""
-    service = app.state.service
-    log = service_log(service)
-    recall = service.recall
-
-    def recording_recall(chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
-                         messages: list | None = None, **options):
-        injection = recall(chat_id, query, mode=mode, user_floor=user_floor, messages=messages, **options)
-        log.record(chat_id, injection.to_dict())
-        return injection
-
-    service.recall = recording_recall
-    service.recall_untracked = recall  # the panel's "try a query" box: not what the model saw
+    """Register the panel's endpoints under /api/v1 (every recall's injection is recorded by the service:
+    `Service.recall_log`)."""
     app.include_router(router, prefix="/api/v1")
 
 
@@ -89,7 +50,7 @@ def overview(chat_id: str, service: ServiceDep) -> dict:
     due = [f for f, _ in due_floors(memory.store, chat_id, memory.settings)]
     extractions = recent_steps(memory.store, chat_id, RECENT)
     failures = len(extraction_failures(memory.store, chat_id))  # still failing: a later run may have extracted it
-    log = service_log(service)
+    log = service.recall_log
     return {
         "chat": {"id": chat.id, "schema": chat.schema.name, "types": list(chat.schema.types),
                  "settings": chat.settings, "floors": floors, "graph_version": memory.store.graph_version(chat_id)},
@@ -105,13 +66,6 @@ def overview(chat_id: str, service: ServiceDep) -> dict:
         "recent_recalls": list(log.recent.get(chat_id, ())),
         "jobs": service.jobs.list(chat_id, 5),
     }
-
-
-def service_log(service) -> RecallLog:
-    log = getattr(service, "recall_log", None)
-    if log is None:  # the app was built without install(): nothing recorded
-        log = service.recall_log = RecallLog()
-    return log
 
 
 def _vector_status(memory, chat_id: str) -> dict:
@@ -137,7 +91,7 @@ def whole_graph(chat_id: str, service: ServiceDep, archived: bool = True) -> dic
 @router.get("/chats/{chat_id}/injection/last")
 def last_injection(chat_id: str, service: ServiceDep) -> dict:
     service.memory.chat(chat_id)
-    injection = service_log(service).last.get(chat_id)
+    injection = service.recall_log.last.get(chat_id)
     if injection is None:
         raise NotFound(f"no recall for chat {chat_id!r} since the service started",
                        "Run one: POST .../recall, or send a generation through the proxy.")
@@ -147,8 +101,8 @@ def last_injection(chat_id: str, service: ServiceDep) -> dict:
 @router.post("/chats/{chat_id}/recall/try")
 async def try_recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
     """Recall as POST .../recall does, without becoming the chat's "last injection" (a panel experiment)."""
-    recall = getattr(service, "recall_untracked", service.recall)
-    injection = await run_in_threadpool(recall, chat_id, body.query, mode=body.mode, user_floor=body.user_floor)
+    injection = await run_in_threadpool(service.recall, chat_id, body.query, mode=body.mode,
+                                        user_floor=body.user_floor, record=False)
     return injection.to_dict()
 
 

@@ -6,14 +6,22 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 
 from curator.aio import run_sync
 from curator.extract.extractor import due_floors
 from curator.llm.access import NO_MODELS, Models
+from curator.service.proxy_match import ShelvedCopies
+from curator.service.recall_log import RecallLog
+from curator.store.messages import Message
 from curator.service.jobs import ChatLocks, JobContext, JobFailed, JobKind, JobRunner
 from curator.api.memory import Memory
 from curator.sync.history import HistoryReport, extract_due
+
+if TYPE_CHECKING:
+    from curator.recall.engine import Recaller
+    from curator.recall.injection import Injection
 
 
 @dataclass
@@ -23,7 +31,9 @@ class Service:
     jobs: JobRunner
     recall_lock: threading.RLock
     models: Models = NO_MODELS  # replace the configured models, per task (tests, scripted runs)
-    recallers: dict = field(default_factory=dict)  # chat id -> (Recaller, its lock)
+    recallers: dict[str, tuple[Recaller, threading.RLock]] = field(default_factory=dict)  # chat id -> its recaller
+    recall_log: RecallLog = field(default_factory=RecallLog)  # the panel's last injection and recent recalls
+    shelved_copies: ShelvedCopies = field(default_factory=ShelvedCopies)  # the proxy's copies of shelved replies
 
     @contextmanager
     def writer(self, chat_id: str) -> Iterator[None]:
@@ -41,16 +51,21 @@ class Service:
         return report, job
 
     def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
-               speaker: str | None = None, messages: list | None = None):
+               speaker: str | None = None, messages: list[Message] | None = None, *, record: bool = True) -> Injection:
         """Recall through the chat's own recaller, one request at a time per chat: its caches are not shared
-        with other chats, so recalls of different chats run in parallel. `messages`: the recent turns."""
+        with other chats, so recalls of different chats run in parallel. `messages`: the recent turns. The
+        injection becomes the chat's last one in the panel (`recall_log`) unless `record` is False (the panel's
+        own experiments: not what the model saw)."""
         recaller, lock = self._recaller(chat_id)
         with lock:
             options = self.memory.settings.recall.model_copy(update={"speaker": speaker}) if speaker else None
-            return recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=options,
-                                   messages=messages)
+            injection = recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=options,
+                                        messages=messages)
+        if record:
+            self.recall_log.record(chat_id, injection.to_dict())
+        return injection
 
-    def _recaller(self, chat_id: str):
+    def _recaller(self, chat_id: str) -> tuple[Recaller, threading.RLock]:
         from curator.recall.engine import Recaller
 
         self.memory.chat(chat_id)  # ChatNotFound: no recaller is kept for an unknown id
