@@ -16,6 +16,7 @@ from curator.errors import CuratorError
 from curator.maintenance_settings import MaintenanceSettings
 
 CONFIG_FILENAME = "config.yaml"
+CHAT_MODEL_KEY = "CURATOR_CHAT_API_KEY"  # the key a chat's own model is sent, unless it names an allowed other
 Task = Literal["extract", "curate", "recall", "rewrite", "summarize", "maintain"]
 TASKS: tuple[Task, ...] = ("extract", "curate", "recall", "rewrite", "summarize", "maintain")
 
@@ -102,6 +103,10 @@ class Settings(_Strict):
     embedding: EmbeddingProfile = EmbeddingProfile()
     vectors_url: str | None = None  # a Chroma server (http://host:port); default: embedded, under the data dir
     store: str | None = None  # a PostgreSQL URL for the store (read by curator.store.location); default: SQLite
+    # The key variables a chat's own model (named by a front end, `model` in its settings) may use. A front end
+    # names a URL; it must not be able to send any key this machine holds there. `serve --upstream-key-env` adds
+    # its variable (the proxy's chats extract with their upstream model).
+    chat_model_keys: tuple[str, ...] = (CHAT_MODEL_KEY,)
 
     def profile_for(self, task: Task) -> ModelProfile:
         name = self.tasks.get(task, "default")
@@ -113,9 +118,15 @@ class Settings(_Strict):
         return self.profiles[name]
 
     def for_chat(self, chat_settings: dict) -> Settings:
-        """These settings with a chat's own extraction (and maintenance) overrides applied."""
+        """These settings with a chat's own extraction, maintenance and recall overrides applied, and its own model
+        (`model`: the one its front end names, e.g. the SillyTavern extension or the proxy's upstream) as the
+        `default` profile when the configuration has none."""
         update = {}
-        for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings)):
+        own_model = chat_settings.get("model")
+        if own_model and "default" not in self.profiles:
+            update["profiles"] = {**self.profiles, "default": self._chat_model(own_model)}
+        for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings),
+                            ("recall", RecallSettings)):
             overrides = chat_settings.get(name) or {}
             if not overrides:
                 continue
@@ -124,6 +135,22 @@ class Settings(_Strict):
             except ValidationError as exc:
                 raise CuratorError(f"invalid {name} settings for this chat: {exc.errors()[0]['msg']}") from None
         return self.model_copy(update=update) if update else self
+
+
+    def _chat_model(self, own: dict) -> ModelProfile:
+        """A chat's own model as a profile: its key variable must be one `chat_model_keys` allows."""
+        if not isinstance(own, dict):
+            raise CuratorError(f"invalid model for this chat: {own!r} is not {{base_url, model, api_key_env}}")
+        key_env = own.get("api_key_env") or CHAT_MODEL_KEY
+        if key_env not in self.chat_model_keys:
+            raise CuratorError(f"this chat's model names the key variable {key_env!r}, which the service does not "
+                               "send to models a front end names",
+                               f"Use {CHAT_MODEL_KEY}, or list the variable under `chat_model_keys` in config.yaml.")
+        try:
+            return ModelProfile.model_validate({**own, "api_key_env": key_env})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise CuratorError(f"invalid model for this chat: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
 def _deep_merge(base: dict, overrides: dict) -> dict:

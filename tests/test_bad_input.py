@@ -81,6 +81,14 @@ BASES = {  # a valid body per route, so a bad field reaches past the first check
     ("POST", "/api/v1/chats/{chat_id}/import"): {"mode": "bind_latest"},
     ("POST", "/v1/chat/completions"): {"model": "m", "user": "c", "messages": [{"role": "user", "content": "hi"}]},
     ("POST", "/v1/chats/{chat_id}/chat/completions"): {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    ("POST", "/api/v1/frontends/{frontend}/open"): {"scope": "character:probe.png", "file": "probe",
+                                                    "messages": [MESSAGE], "extract": False},
+    ("POST", "/api/v1/frontends/{frontend}/rename"): {"scope": "character:probe.png", "file": "probe",
+                                                      "new_file": "probe 2"},
+    ("POST", "/api/v1/frontends/{frontend}/forget"): {"scope": "character:probe.png", "file": "probe 2"},
+    ("POST", "/api/v1/chats/{chat_id}/fork"): {"floor": 2},
+    ("POST", "/api/v1/chats/{chat_id}/events"): {"event": "sync", "messages": [MESSAGE], "start": 6,
+                                                 "extract": False},
 }
 PROXY_FIELDS = ["model", "user", "messages", "stream"]
 
@@ -202,7 +210,8 @@ def test_every_route_refuses_every_bad_value_cleanly(walk):
     for method, path, path_params, query_params, fields in routes:
         def valid_path(**override) -> str:
             node = walk_.seed()
-            values = {"chat_id": "c", "node_id": node, "op": "compact", "name": "default", "job_id": "none"}
+            values = {"chat_id": "c", "node_id": node, "op": "compact", "name": "default", "job_id": "none",
+                      "frontend": "sillytavern", "floor": 3}
             values.update(override)
             return path.format(**{k: quote(str(values[k]), safe="%") for k in path_params})
 

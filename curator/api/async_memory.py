@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from curator.schemas import Schema
     from curator.settings import Settings
     from curator.store.exchange import ImportMode
+    from curator.store.forks import ForkResult
     from curator.store.messages import Message
     from curator.store.queries import GraphView
     from curator.store.store import Chat, CommitRecord, RollbackResult, Store
@@ -109,6 +110,11 @@ class AsyncMemory:
 
     async def delete_chat(self, chat_id: str) -> None:
         await _off_loop(self._core.delete_chat, chat_id)
+
+    async def fork(self, parent_id: str, chat_id: str, floor: int) -> ForkResult:
+        """A new chat `chat_id` sharing the parent's floors 0..`floor` and its memory of them (a copied commit
+        log: `curator/store/forks.py`); the parent is untouched. No model call."""
+        return await _off_loop(self._core.fork, parent_id, chat_id, floor)
 
     # extraction and the curator agent
     async def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None, *,

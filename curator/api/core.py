@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from curator.recall.engine import Recaller
     from curator.sync.history import HistoryReport, HistorySync
     from curator.vectors.index import SyncReport, VectorIndex
+    from curator.store.forks import ForkResult
 
 
 C = TypeVar("C", bound=type)
@@ -388,6 +389,12 @@ class MemoryCore:
         failed = next((r for r in results if not r.ok), None)
         return {"chat": chat_id, "commits_removed": removed, "steps_done": sum(r.ok for r in results),
                 "failed": failed.to_dict() if failed else None, "due": self.due(chat_id), "usage": usage.to_dict()}
+
+    def fork(self, parent_id: str, chat_id: str, floor: int) -> ForkResult:
+        from curator.store.forks import fork_chat
+
+        self._write_access()
+        return fork_chat(self.store, parent_id, chat_id, floor)
 
     def delete_chat(self, chat_id: str) -> None:
         """Delete a chat: its messages, memory, costs and vectors."""

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from curator.schemas import Schema
     from curator.settings import Settings
     from curator.store.exchange import ImportMode
+    from curator.store.forks import ForkResult
     from curator.store.messages import Message
     from curator.store.queries import GraphView
     from curator.store.store import Chat, CommitRecord, RollbackResult, Store
@@ -127,6 +128,9 @@ class Memory:
 
     def delete_chat(self, chat_id: str) -> None:
         self._core.delete_chat(chat_id)
+
+    def fork(self, parent_id: str, chat_id: str, floor: int) -> ForkResult:
+        return self._core.fork(parent_id, chat_id, floor)
 
     # extraction and the curator agent
     def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None, *,

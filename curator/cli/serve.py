@@ -32,8 +32,10 @@ def serve(
                                                                  "in parallel).")] = 4,
     allow_host: Annotated[list[str] | None, typer.Option(help="Also answer for this Host name (repeatable; "
                                                                "loopback names and --host always; * = any).")] = None,
-    allow_origin: Annotated[list[str] | None, typer.Option(help="Also accept requests from this web origin, e.g. "
-                                                                 "http://localhost:8000 (repeatable).")] = None,
+    allow_origin: Annotated[list[str] | None, typer.Option(help="Also accept requests from this web origin and let "
+                                                                 "it read the answers and frame the panel: "
+                                                                 "SillyTavern's, for its Memory Curator extension, "
+                                                                 "e.g. http://127.0.0.1:8000 (repeatable).")] = None,
     proxy_max_rollback: Annotated[int, typer.Option(help="Floors a proxy request may roll back without the "
                                                          "X-Curator-Allow-Rollback header (-1 = no limit).")] = 4,
 ) -> None:

@@ -86,7 +86,7 @@ class Curator:
         ws = Workspace.open(self.store, chat_id, floor, seq, active, index=self.index,
                             latest_floor=max(floor, len(messages) - 1))
         try:
-            model = self._model.metered(trace)
+            model = TaskModel(settings, "curate", self._model.given).metered(trace)  # the chat's own model too
             prompt = self._user_prompt(chat_id, chat.schema, settings, messages, floor, seq, focus, active)
             run = await self._agent(chat.schema, active, settings, ws.index is not None).run(
                 prompt, model=model, deps=ws, usage_limits=UsageLimits(request_limit=cap))
@@ -117,7 +117,7 @@ class Curator:
 
     def _agent(self, schema: Schema, active: list[str], settings: Settings, vectors: bool) -> Agent:
         """One agent per schema, active types and settings (building the tool schemas costs more than a step)."""
-        profile = self._model.profile
+        profile = TaskModel(settings, "curate", self._model.given).profile
         system = system_prompt(settings)
         key = (id(schema), tuple(active), vectors, system, profile.model_dump_json() if profile else None)
         cached = self._agents.get(key)

@@ -116,7 +116,8 @@ class Extractor:
 
     async def _run(self, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
                    focus: list[int], active: list[str], trace: LLMTrace) -> list[dict]:
-        model = self._model.metered(trace)
+        # the chat's own settings: its own model when none is configured (Settings.for_chat)
+        model = TaskModel(settings, "extract", self._model.given).metered(trace)
         deps = StepDeps(schema, self.store.graph(chat_id), active, anchor=focus[-1], focus_from=focus[0])
         prompt = user_prompt(self.store, chat_id, schema, settings, messages, focus, active)
         await self._agent(schema, active, settings).run(prompt, model=model, deps=deps)
@@ -125,7 +126,7 @@ class Extractor:
     def _agent(self, schema: Schema, active: list[str], settings: Settings) -> Agent[StepDeps, object]:
         """One agent per schema, active types and settings: building the output model and the agent costs
         more than the rest of a step, and they do not change between steps with the same cadence."""
-        profile = self._model.profile
+        profile = TaskModel(settings, "extract", self._model.given).profile
         key = (id(schema), tuple(active), system_prompt(settings), settings.extraction.output_retries,
                profile.model_dump_json() if profile else None)
         cached = self._agents.get(key)

@@ -130,6 +130,8 @@ async def _proxy(request: Request, path_chat: str | None):
         return error_body(400, "invalid_request", "a chat-completions request needs a non-empty `messages` list")
     chat_id = _chat_id(request, body, path_chat)
     floors = floors_of(body["messages"])
+    if isinstance(body.get("model"), str) and body["model"].strip():
+        await run_in_threadpool(_own_model, service, chat_id, config, body["model"].strip())
     kind = request_kind(body["messages"], request.headers.get(KIND_HEADER))
     window = history_floors(service.memory.settings.recall.history_floors, request.headers.get(WINDOW_HEADER))
     limit = None if allowed(request.headers) else config.max_rollback
@@ -211,6 +213,24 @@ def _prepare(service: Service, chat_id: str, floors: list[Message],
         return None, start
     turns = floors[max(0, user - RECALL_TURNS + 1):user + 1]  # the query is built from the recent turns
     return service.recall(chat_id, floors[user].text, user_floor=start + user, messages=turns), start
+
+
+def _own_model(service, chat_id: str, config: ProxyConfig, model: str) -> None:
+    """With no extraction model configured, a chat's memory is written by its own upstream model: the one its
+    requests name, at the proxy's upstream (with its key variable). Kept in the chat's settings (`model`)."""
+    from curator.service.server.frontend_status import model_update
+
+    if service.models.extract is not None or "default" in service.memory.settings.profiles:
+        return
+    if not service.memory.store.has_chat(chat_id):
+        try:
+            service.memory.create_chat(chat_id, "default")
+        except CuratorError:
+            if not service.memory.store.has_chat(chat_id):
+                raise
+    own = {"base_url": config.upstream, "model": model, **({"api_key_env": config.key_env} if config.key_env else {})}
+    with service.writer(chat_id):
+        model_update(service, chat_id, own)
 
 
 def _reply_text(content: bytes) -> str:

@@ -125,6 +125,22 @@ _V7 = [
         PRIMARY KEY (chat_id, kind, node_id)) WITHOUT ROWID""",
 ]
 
+# Version 8: front-end chats bound to memory chats (`curator/store/bindings.py`: SillyTavern's character or group and
+# chat file -> a chat id), where a chat was forked from (`forks.py`), and what recall injected for each reply.
+_V8 = [
+    """CREATE TABLE chat_bindings (
+        frontend TEXT NOT NULL, scope TEXT NOT NULL, file TEXT NOT NULL, chat_id TEXT NOT NULL,
+        label TEXT NOT NULL DEFAULT '', created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+        PRIMARY KEY (frontend, scope, file)) WITHOUT ROWID""",
+    "CREATE UNIQUE INDEX chat_bindings_by_chat ON chat_bindings (chat_id)",
+    """CREATE TABLE chat_forks (
+        chat_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, floor INTEGER NOT NULL, commits INTEGER NOT NULL,
+        at TEXT NOT NULL)""",
+    """CREATE TABLE recall_cards (
+        chat_id TEXT NOT NULL, floor INTEGER NOT NULL, card_json TEXT NOT NULL, at TEXT NOT NULL,
+        PRIMARY KEY (chat_id, floor)) WITHOUT ROWID""",
+]
+
 Migration = Callable[[sqlite3.Connection], None] | list[str]
 
 # SQLite DDL -> PostgreSQL DDL: 64-bit integers (SQLite's INTEGER is), identity for AUTOINCREMENT, doubles, no
@@ -149,7 +165,7 @@ def ddl_for(dialect: str, statement: str) -> str:
     return statement
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
 
 
 def latest_version() -> int:

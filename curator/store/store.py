@@ -253,7 +253,8 @@ class Store:
                                   ("nodes", "chat_id"), ("node_names", "chat_id"), ("edges", "chat_id"),
                                   ("llm_calls", "chat_id"), ("extraction_log", "chat_id"),
                                   ("vector_state", "chat_id"), ("vector_hashes", "chat_id"),
-                                  ("message_vectors", "chat_id"), ("vector_pending", "chat_id")):
+                                  ("message_vectors", "chat_id"), ("vector_pending", "chat_id"),
+                                  ("chat_bindings", "chat_id"), ("chat_forks", "chat_id"), ("recall_cards", "chat_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
             self.changes.evict(chat_id)
 

@@ -16,8 +16,23 @@ STATIC_DIR = Path(__file__).parent / "static"
 PANEL_PATH = "/panel"
 
 
-def mount_panel(app: FastAPI) -> None:
-    """Serve the panel's files at /panel/ (and redirect /panel there, so relative paths resolve)."""
+class _PanelFiles(StaticFiles):
+    """The panel's files, framed only by the service's own pages and the allowed origins (SillyTavern's page
+    embeds the panel in its drawer; any other site framing it could trick clicks on it)."""
+
+    def __init__(self, frame_ancestors: tuple[str, ...], **kwargs):
+        super().__init__(**kwargs)
+        self.policy = "frame-ancestors " + " ".join(("'self'", *frame_ancestors))
+
+    async def get_response(self, path, scope):
+        response = await super().get_response(path, scope)
+        response.headers["Content-Security-Policy"] = self.policy
+        return response
+
+
+def mount_panel(app: FastAPI, frame_ancestors: tuple[str, ...] = ()) -> None:
+    """Serve the panel's files at /panel/ (and redirect /panel there, so relative paths resolve); pages of
+    `frame_ancestors` (the service's `--allow-origin`s) may embed it in a frame."""
 
     @app.get(PANEL_PATH, include_in_schema=False)
     def panel_root() -> RedirectResponse:
@@ -27,4 +42,4 @@ def mount_panel(app: FastAPI) -> None:
     def site_root() -> RedirectResponse:  # a browser pointed at the service lands on the panel
         return RedirectResponse(PANEL_PATH + "/")
 
-    app.mount(PANEL_PATH, StaticFiles(directory=STATIC_DIR, html=True), name="panel")
+    app.mount(PANEL_PATH, _PanelFiles(tuple(frame_ancestors), directory=STATIC_DIR, html=True), name="panel")

@@ -18,7 +18,7 @@ from curator import __version__
 from curator.errors import ChatExists, CuratorError, NotFound, StoreLocked
 from curator.api.memory import Memory
 from curator.llm.access import NO_MODELS, Models
-from curator.service.server import routes_chats, routes_graph, routes_panel, routes_work
+from curator.service.server import routes_chats, routes_events, routes_frontends, routes_graph, routes_panel, routes_work
 from curator.service.server.request_guard import SitePolicy
 from curator.service.server.security import BodyTooLarge, GuardMiddleware, Limits, error_body
 from curator.service.server.state import build_service
@@ -59,8 +59,19 @@ def _warm_up(profile: EmbeddingProfile) -> None:
         log.exception("could not load the embedding models in advance")
 
 
+def _allow_chat_model_key(memory: Memory, key_env: str) -> None:
+    try:
+        settings = memory.settings
+    except CuratorError:  # a bad config.yaml: the first request that needs it reports it
+        return
+    if key_env not in settings.chat_model_keys:
+        memory.settings = settings.model_copy(update={"chat_model_keys": (*settings.chat_model_keys, key_env)})
+
+
 def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     config = config or ServiceConfig()
+    if config.upstream_key_env:  # the proxy's chats extract with their upstream model (and its key) by default
+        _allow_chat_model_key(memory, config.upstream_key_env)
     service = build_service(memory, config.models.with_task("extract", config.model), config.workers,
                             job_lease=config.job_lease)
 
@@ -78,12 +89,12 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     app.state.service = service
     app.state.service_token = config.token
     app.add_middleware(GuardMiddleware, token=config.token, limits=config.limits, policy=config.site)
-    for module in (routes_chats, routes_graph, routes_work):
+    for module in (routes_chats, routes_graph, routes_work, routes_frontends, routes_events):
         app.include_router(module.router, prefix="/api/v1")
     routes_panel.install(app)  # the panel's extra reads (overview, last injection, ...) under /api/v1
     from curator.service.panel import mount_panel
 
-    mount_panel(app)  # the panel's static files at /panel
+    mount_panel(app, config.site.allowed_origins)  # the panel's static files at /panel (framed by those origins)
     if config.proxy:
         from curator.service.proxy import ProxyConfig
         from curator.service.proxy import router as proxy_router

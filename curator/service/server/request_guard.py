@@ -12,6 +12,11 @@ So, on every route (API, proxy, panel), before the token check:
   body or not (415 otherwise): either makes a browser ask first (CORS preflight), which the service never allows.
   The proxy (`/v1/...`) takes `application/json` only, as the OpenAI API does.
 - A JSON body must be text a store can hold: a lone UTF-16 surrogate escape (`\\ud800`) is refused (400).
+
+An origin on `allowed_origins` (e.g. SillyTavern's page, where the companion extension runs) is also let *read*:
+its requests get CORS headers naming it, and its preflights are answered (any other origin's are refused with
+403), so its scripts can send the JSON and `X-Curator-Client` writes above. No cookie is ever honoured (the
+service has none; the bearer token is a header), so allowing an origin lends it nothing but this service.
 """
 
 from __future__ import annotations
@@ -23,11 +28,17 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from curator.errors import CuratorError
 from curator.service.server.security import error_body
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
+CORS_HEADERS = ("authorization, content-type, x-curator-client, x-curator-chat, x-curator-kind, "
+                "x-curator-allow-rollback, x-curator-history-floors")
+CORS_EXPOSED = "x-curator-chat, x-curator-kind, x-curator-memory-tokens, x-curator-history-tokens-saved"
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 CLIENT_HEADER = "x-curator-client"
+_ORIGIN = re.compile(r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.\-]*)(:(\d{1,5}|\*))?$")
 # `\uD800`-`\uDFFF` escapes, with the backslashes before them (an even count is an escaped backslash, not an escape).
 _SURROGATE_ESCAPE = re.compile(rb"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
 
@@ -42,6 +53,12 @@ class SitePolicy:
     _checker: TransportSecurityMiddleware = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        for origin in self.allowed_origins:
+            if not _ORIGIN.match(origin):
+                raise CuratorError(f"--allow-origin {origin!r} is not a web origin",
+                                   "Give scheme, host and port as the browser shows them, e.g. "
+                                   "http://127.0.0.1:8000 (SillyTavern's address) or http://localhost:* (any "
+                                   "port); never * (every web page could then use the service).")
         hosts: list[str] = []
         for name in (*LOOPBACK_NAMES, _bracketed(self.bind_host), *map(_bracketed, self.allowed_hosts)):
             if name and name not in hosts:
@@ -67,6 +84,26 @@ class SitePolicy:
         if request.method in STATE_CHANGING:
             return _content_type_refusal(request)
         return None
+
+    def cross_origin(self, request: Request) -> str | None:
+        """The origin of an allowed cross-site caller (asked after `refusal` let the request through), which gets
+        CORS headers; None for the service's own pages and for callers that send no Origin."""
+        origin = request.headers.get("origin")
+        if origin is None or not self.allowed_origins or _same_origin(origin, request):
+            return None
+        return origin
+
+    def cors_headers(self, origin: str, request: Request) -> list[tuple[bytes, bytes]]:
+        """What an allowed origin's answer carries; for a preflight (OPTIONS), what it may send too."""
+        headers = [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin"),
+                   (b"access-control-expose-headers", CORS_EXPOSED.encode())]
+        if request.method == "OPTIONS":
+            headers += [(b"access-control-allow-methods", CORS_METHODS.encode()),
+                        (b"access-control-allow-headers", CORS_HEADERS.encode()),
+                        (b"access-control-max-age", b"600")]
+            if request.headers.get("access-control-request-private-network") == "true":
+                headers.append((b"access-control-allow-private-network", b"true"))  # a LAN page to loopback
+        return headers
 
     @staticmethod
     def reads_body(request: Request) -> bool:

@@ -10,7 +10,7 @@ from curator.schemas import Schema, dump_schema, load_preset, preset_names, sche
 
 from curator.errors import CuratorError
 from curator.maintenance_settings import MaintenanceSettings
-from curator.settings import ExtractionSettings
+from curator.settings import ExtractionSettings, ModelProfile, RecallSettings
 from curator.service.server.deps import ServiceDep, Strict, SyncIn, window
 from curator.service.server.params import Floor, Limit
 
@@ -27,6 +27,10 @@ class SettingsIn(Strict):
     extraction: dict = Field(default_factory=dict, description="per-chat extraction overrides: extract_every, "
                              "channel (who writes after each reply: extractor, curator, both, off), ...")
     maintenance: dict = Field(default_factory=dict, description="per-chat maintenance overrides (auto, cadences...)")
+    recall: dict = Field(default_factory=dict, description="per-chat recall overrides: mode, budget_tokens, "
+                         "speaker (a fixed point of view), position, depth, role, ...")
+    model: dict = Field(default_factory=dict, description="the chat's own model {base_url, model, api_key_env}: "
+                        "used when config.yaml names none (a front end names it, e.g. SillyTavern's connection)")
 
 
 def _chat_dict(service, chat_id: str) -> dict:
@@ -41,10 +45,18 @@ def _schema(value: str | dict) -> Schema:
 
 
 def _check_settings(settings: dict) -> dict:
-    unknown = set(settings) - {"extraction", "maintenance"}
+    unknown = set(settings) - {"extraction", "maintenance", "recall", "model"}
     if unknown:
-        raise CuratorError(f"unknown chat settings: {', '.join(sorted(unknown))}", "Known: extraction, maintenance.")
-    for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings)):
+        raise CuratorError(f"unknown chat settings: {', '.join(sorted(unknown))}",
+                           "Known: extraction, maintenance, recall, model.")
+    if settings.get("model"):
+        try:
+            ModelProfile.model_validate(settings["model"])
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise CuratorError(f"settings.model.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings),
+                        ("recall", RecallSettings)):
         try:
             model.model_validate({**model().model_dump(), **settings.get(name, {})})
         except ValidationError as exc:
@@ -55,7 +67,9 @@ def _check_settings(settings: dict) -> dict:
 
 @router.post("/chats", status_code=status.HTTP_201_CREATED)
 def create_chat(body: ChatIn, service: ServiceDep) -> dict:
-    service.memory.create_chat(body.id, _schema(body.schema_), _check_settings(body.settings))
+    settings = _check_settings(body.settings)
+    service.memory.settings.for_chat(settings)  # e.g. a model with a key variable it may not use: refused
+    service.memory.create_chat(body.id, _schema(body.schema_), settings)
     return _chat_dict(service, body.id)
 
 
@@ -75,12 +89,14 @@ def delete_chat(chat_id: str, service: ServiceDep) -> dict:
         service.memory.chat(chat_id)
         service.memory.delete_chat(chat_id)
     service.recall_log.evict(chat_id)  # the panel's last injection and recent recalls go with it
+    service.event_log.evict(chat_id)
     return {"deleted": chat_id}
 
 
 @router.put("/chats/{chat_id}/settings")
 def put_settings(chat_id: str, body: SettingsIn, service: ServiceDep) -> dict:
     settings = _check_settings(body.model_dump())
+    service.memory.settings.for_chat(settings)  # e.g. a model with a key variable it may not use: refused
     with service.writer(chat_id):
         service.memory.chat(chat_id)
         service.memory.store.set_settings(chat_id, settings)

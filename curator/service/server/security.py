@@ -66,6 +66,21 @@ def _replay(body: bytes, receive):
     return replay
 
 
+async def _preflight(headers: list[tuple[bytes, bytes]], send) -> None:
+    """A CORS preflight of an allowed origin, answered before the token check (a browser sends none with it)."""
+    await send({"type": "http.response.start", "status": 204, "headers": [*headers, (b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _with_headers(send, headers: list[tuple[bytes, bytes]]):
+    async def sending(message):
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *headers]}
+        await send(message)
+
+    return sending
+
+
 class BodyTooLarge(HTTPException):
     """Raised while a body without a declared length is read, once it passes the limit (answered with 413)."""
 
@@ -88,6 +103,12 @@ class GuardMiddleware:
             return await self.app(scope, receive, send)
         request = Request(scope)
         refusal = await self.policy.refusal(request) if self.policy is not None else None
+        origin = self.policy.cross_origin(request) if self.policy is not None and refusal is None else None
+        if origin is not None:  # an --allow-origin caller (SillyTavern's page): it may read the answers
+            cors = self.policy.cors_headers(origin, request)
+            if request.method == "OPTIONS" and "access-control-request-method" in request.headers:
+                return await _preflight(cors, send)
+            send = _with_headers(send, cors)
         refusal = refusal or self._refusal(request)
         if refusal is not None:
             return await refusal(scope, receive, send)

@@ -13,6 +13,7 @@ from curator.aio import run_sync
 from curator.extract.extractor import due_floors
 from curator.llm.access import NO_MODELS, Models
 from curator.service.proxy_match import ShelvedCopies
+from curator.service.event_log import EventLog
 from curator.service.recall_log import RecallLog
 from curator.store.messages import Message
 from curator.service.jobs import ChatLocks, JobContext, JobFailed, JobKind, JobRunner
@@ -34,6 +35,7 @@ class Service:
     recallers: dict[str, tuple[Recaller, threading.RLock]] = field(default_factory=dict)  # chat id -> its recaller
     recall_log: RecallLog = field(default_factory=RecallLog)  # the panel's last injection and recent recalls
     shelved_copies: ShelvedCopies = field(default_factory=ShelvedCopies)  # the proxy's copies of shelved replies
+    event_log: EventLog = field(default_factory=EventLog)  # what a front end's events did (routes_events)
 
     @contextmanager
     def writer(self, chat_id: str) -> Iterator[None]:
@@ -58,7 +60,10 @@ class Service:
         own experiments: not what the model saw)."""
         recaller, lock = self._recaller(chat_id)
         with lock:
-            options = self.memory.settings.recall.model_copy(update={"speaker": speaker}) if speaker else None
+            # the chat's own recall settings (a fixed `speaker` among them wins over the front end's)
+            options = self.memory.settings.for_chat(self.memory.chat(chat_id).settings).recall
+            if speaker and not options.speaker:
+                options = options.model_copy(update={"speaker": speaker})
             injection = recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=options,
                                         messages=messages)
         if record:
