@@ -202,8 +202,7 @@ def main() -> None:
     with TempMemory() as tmp:
         memory = tmp.memory
         embedder = memory.index.function.embedder
-        dims = (embedder.embed_queries(["x"]).shape[1],  # an embedder may keep messages in another space
-                getattr(embedder, "embed_messages", embedder.embed_documents)(["x"]).shape[1])
+        dims = (embedder.embed_queries(["x"]).shape[1],) * 2  # nodes and sources share the query's space
         for size in sizes:
             progress(f"building a chat of {size} nodes")
             seconds = build_chat(memory, f"one-{size}", size, rng, dims)

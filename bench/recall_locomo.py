@@ -213,18 +213,13 @@ def mean(rows: list[dict]) -> dict:
 
 @contextlib.contextmanager
 def _fusion(weights: tuple[float, float, float], embedder):
-    """Recall's dense, lexical and source weights set to `weights` for the block (the shipped ones afterwards); the
-    dense one also over the embedder's own (`dense_weight`)."""
-    from curator.recall import engine, scoring
-
-    shipped = scoring.DENSE_WEIGHT, scoring.LEXICAL_WEIGHT, engine.SOURCE_WEIGHT
-    scoring.DENSE_WEIGHT, scoring.LEXICAL_WEIGHT, engine.SOURCE_WEIGHT = weights
-    embedder.dense_weight = weights[0]  # an instance attribute over the class's
+    """Recall's dense, lexical and source weights set to `weights` for the block (the embedder's own afterwards)."""
+    embedder.dense_weight = weights[0]  # instance attributes over the class's (`Recaller._embedder_settings`)
+    embedder.fusion = {**(getattr(type(embedder), "fusion", None) or {}), "lexical": weights[1], "source": weights[2]}
     try:
         yield
     finally:
-        scoring.DENSE_WEIGHT, scoring.LEXICAL_WEIGHT, engine.SOURCE_WEIGHT = shipped
-        del embedder.dense_weight
+        del embedder.dense_weight, embedder.fusion
 
 
 def _recall_all(memory, chats: dict[str, tuple[str, dict, list[dict]]], qs: list[dict], latency: dict,

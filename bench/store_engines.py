@@ -162,8 +162,7 @@ def recall_p50(store_url: str | None, nodes: int, queries: int, seed: int) -> di
     with TempMemory(store=store_url or "sqlite") as tmp:
         memory = tmp.memory
         embedder = memory.index.function.embedder
-        dims = (embedder.embed_queries(["x"]).shape[1],
-                getattr(embedder, "embed_messages", embedder.embed_documents)(["x"]).shape[1])
+        dims = (embedder.embed_queries(["x"]).shape[1],) * 2
         build_chat(memory, "one", nodes, rng, dims)
         timed = time_queries(memory, ["one"], questions, rng)
         engine = memory.store.engine

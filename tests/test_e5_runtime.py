@@ -157,7 +157,7 @@ def test_warm_up_loads_a_local_profiles_models_and_leaves_remote_ones_alone(monk
     from curator.vectors.e5_runtime import E5Runtime
 
     monkeypatch.setattr(embeddings._Local, "_models", {})
-    assert embeddings.warm_up(embeddings.EmbeddingProfile())  # the default: static documents, e5 queries
+    assert embeddings.warm_up(embeddings.EmbeddingProfile(model="static-e5/e5-query"))  # static documents, e5 queries
     assert isinstance(embeddings._Local._models["e5-small-q4"], E5Runtime)
     assert "static-e5/e5-query" in embeddings._Local._models
     remote = embeddings.EmbeddingProfile(provider="openai", model="m", base_url="http://127.0.0.1:9/v1")

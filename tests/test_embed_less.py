@@ -7,9 +7,28 @@ from __future__ import annotations
 from test_ingest import CHAT, scripted
 
 import numpy as np
+import pytest
 
+import curator
 from curator.paths import example_file
 from curator.store.messages import Message
+
+
+@pytest.fixture
+def memory(tmp_path):
+    """The message-vector design of issue 15 is the `static-e5/e5-query` profile's (the default until issue 31):
+    these tests open their data directory with it. The default's own costs are tested at the end."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "config.yaml").write_text("embedding: {provider: local, model: static-e5/e5-query}\n",
+                                                   encoding="utf-8")
+    with curator.open(tmp_path / "data") as mem:
+        yield mem
+
+
+@pytest.fixture
+def default_memory(tmp_path):
+    with curator.open(tmp_path / "default") as mem:
+        yield mem
 
 
 def counted(memory, monkeypatch) -> dict[str, list]:
@@ -205,3 +224,43 @@ def test_message_vectors_live_in_the_store_and_a_reply_costs_two_chroma_writes(m
     vectors, fresh = again.index.messages.vectors("road", again.index.message_lines("road"), [0, 1, 2, 3])
     assert fresh == 0 and again.index.messages.embedded == 0 and len(vectors) == 4
     again.close()
+
+
+def test_the_default_asks_e5_one_text_per_part_and_embeds_each_source_once_as_one_text(default_memory, monkeypatch):
+    # e5-joined: node texts and sources are e5's; a recall embeds the message answered without the speakers' names
+    # once, for both searches (the turns before it are e5's too: one vector space); a source is its messages'
+    # starts joined, embedded once per event and again only when one of its messages changes
+    memory = default_memory
+    memory.create_chat("road", "default")
+    asked = counted(memory, monkeypatch)
+    memory.set_messages("road", [Message("user", "Rowan", "Where is the ledger hidden?"),
+                                 Message("assistant", "Eileen", "Under the bell tower plank."),
+                                 Message("user", "Rowan", "And the key?"),
+                                 Message("assistant", "Eileen", "In my boot, always.")])
+    memory.commit("road", [
+        {"op": "create_node", "id": "e1", "type": "event", "title": "The ledger",
+         "fields": {"summary": "Eileen hid the ledger."}, "floor_from": 1, "floor_to": 1},
+        {"op": "create_node", "id": "e3", "type": "event", "title": "The key",
+         "fields": {"summary": "Eileen keeps the key."}, "floor_from": 3, "floor_to": 3},
+    ], 3, "test")
+    texts = [t for batch in asked["documents"] for t in batch]
+    assert sorted(texts) == sorted(["Eileen hid the ledger.", "Eileen keeps the key.",
+                                    "Rowan: Where is the ledger hidden?\nEileen: Under the bell tower plank.",
+                                    "Rowan: And the key?\nEileen: In my boot, always."])
+    assert memory.index.status("road")["sources"] == 2
+    asked["documents"].clear()
+    memory.store.set_messages_from("road", 3, [Message("assistant", "Eileen", "In my left boot.")])
+    memory.index.sync("road")
+    assert asked["documents"] == [["Rowan: And the key?\nEileen: In my left boot."]]  # e3's source alone
+    hits = dict(memory.index.query_sources("road", "Where is the key? In my boot.", k=2))
+    assert max(hits, key=hits.get) == "e3"
+    asked["queries"].clear()
+    turns = [Message("user", "Rowan", "We crossed the bridge at dusk."),
+             Message("assistant", "Eileen", "Eileen counts what is left in the purse."),
+             Message("user", "Rowan", "Where did Eileen hide the ledger?")]
+    injection = memory.recall("road", messages=turns)
+    assert "e1" in {c.node.id for c in (*injection.persistent, *injection.recalled)}
+    flat = [t for batch in asked["queries"] for t in batch]
+    assert "Where did hide the ledger?" in flat and not any("Where did Eileen" in t for t in flat)
+    assert len(flat) == len(set(flat)) == 3  # each part once: the message answered (without the names), two turns
+

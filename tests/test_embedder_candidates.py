@@ -146,11 +146,8 @@ def test_the_shipped_vectors_find_the_answer_in_english_and_chinese(model):
     assert (best == np.arange(len(ASKED))).sum() >= len(ASKED) - 1, best
 
 
-def test_the_default_asks_its_queries_of_e5_in_the_static_space():
-    from curator.vectors.embeddings import DEFAULT_LOCAL_MODEL
-
-    assert DEFAULT_LOCAL_MODEL == "static-e5/e5-query"
-    default = make_embedder(EmbeddingProfile())
+def test_the_static_profile_with_e5_queries_asks_its_queries_of_e5_in_the_static_space():
+    default = make_embedder(EmbeddingProfile(model="static-e5/e5-query"))
     static = make_embedder(EmbeddingProfile(model="static-e5"))
     question, answer = ASKED[1]
     assert np.allclose(default.embed_documents([answer]), static.embed_documents([answer]))  # documents: static
@@ -161,3 +158,16 @@ def test_the_default_asks_its_queries_of_e5_in_the_static_space():
     assert default.second_query_vector and default.dense_weight == 0.7
     e5 = make_embedder(EmbeddingProfile(model="e5-small-q4"))
     assert not e5.second_query_vector and e5.dense_weight is None
+
+
+def test_the_default_embeds_node_texts_and_sources_with_e5_and_asks_one_query():
+    from curator.vectors.embeddings import DEFAULT_LOCAL_MODEL
+
+    assert DEFAULT_LOCAL_MODEL == "e5-joined"
+    default = make_embedder(EmbeddingProfile())
+    e5 = make_embedder(EmbeddingProfile(model="e5-small-q4"))
+    question, answer = ASKED[1]
+    np.testing.assert_allclose(default.embed_documents([answer]), e5.embed_documents([answer]), atol=1e-6)
+    np.testing.assert_allclose(default.embed_queries([question]), e5.embed_queries([question]), atol=1e-6)
+    assert default._model() is e5._model()  # one e5 runtime in the process
+    assert default.joined_sources and default.nameless_node_query and default.second_query_vector

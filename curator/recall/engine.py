@@ -244,7 +244,8 @@ class Recaller:
         state = self.state(chat_id)
         speakers = list(state.speakers)
         first: list[tuple] = []  # the maps of the message answered, for reasons and diversity
-        second_vector, dense_weight = self._embedder_settings()
+        second_vector, weights = self._embedder_settings()
+        dense_weight, lexical_weight, source_weight = weights["dense"], weights["lexical"], weights["source"]
 
         def source_text(text: str) -> str:
             # Sources are "name: text" lines, so the speakers' names match every one of them: leave them out there.
@@ -258,10 +259,10 @@ class Recaller:
                 lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, text, source_query,
                                                                         pool)
                 allowed = pool.documents  # a mapping: `in` is all fuse asks of it
-                by_source = (fuse(source_dense, source_lexical, allowed, sourced, dense_weight)
-                             if SOURCE_WEIGHT else {})
-                fused = add_scores(fuse(dense, lexical, allowed, dense_weight=dense_weight), by_source, SOURCE_WEIGHT,
-                                   sourced)
+                by_source = (fuse(source_dense, source_lexical, allowed, sourced, dense_weight, lexical_weight)
+                             if source_weight else {})
+                fused = add_scores(fuse(dense, lexical, allowed, dense_weight=dense_weight,
+                                        lexical_weight=lexical_weight), by_source, source_weight, sourced)
             first.append((by_source, lexical, dense))
             return fused
 
@@ -273,24 +274,24 @@ class Recaller:
             asked = {p.text for p in rq.parts if p.group == "user"}
             context = {p.text for p in rq.parts} - asked
             self.index.pair_vectors([(t, source_text(t) if second_vector else t) for t in asked])
-            self.index.query_vectors(list(context), context=True)
+            self.index.pair_vectors([(t, source_text(t) if second_vector else t) for t in context], context=True)
         fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
         if self._source_leaves(chat_id, state, fused, pool):  # their sources were deferred
             first.clear()
             fused = fuse_parts(rq.parts, score) if rq is not None and not rq.single else score(query)
         by_source, lexical, dense = first[0]
         with state.lock:
-            fused = date_bonus(fused, query, pool)
+            fused = date_bonus(fused, query, pool, weights["date"])
             context, adjacent = self._links(chat_id, version, graph, pool)
             mentioned = self._mentioned(chat_id, query)
             if not mentioned and rq is not None:  # "what did she say?": the names are in the turns before
                 mentioned = self._mentioned(chat_id, " ".join(p.text for p in rq.parts if p.group != "user"))
-            fused = mention_boost(fused, mentioned, adjacent, pool)
+            fused = mention_boost(fused, mentioned, adjacent, pool, weights["mention"])
             fused, story_reasons = story_boost(fused, query, story, pool.documents) if story else (fused, {})
-            fused = propagate(fused, context, pool)
+            fused = propagate(fused, context, pool, weights["neighbour"])
             fused = entity_focus(fused, *entities_in(fused, query, mentioned, pool, state.schema, self._bare))
         limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
-        fused = diversify(fused, by_source, pool, limit)
+        fused = diversify(fused, by_source, pool, limit, source_weight)
         chosen = lift_leaves(fused, pool, limit, lexical, dense)
         if opts.expand and not opts.llm_rerank:
             chosen = expand(graph, chosen, pool, opts.max_results)
@@ -343,11 +344,16 @@ class Recaller:
         return {node_id for span in spans for node_id in named.get(span, ())
                 if (node := state.nodes.get(node_id)) is not None and not node.archived}
 
-    def _embedder_settings(self) -> tuple[bool, float]:
-        """The second query vector and the dense weight that suit the index's embedder (`vectors/embeddings.py`)."""
+    def _embedder_settings(self) -> tuple[bool, dict[str, float]]:
+        """The second query vector and the fusion weights that suit the index's embedder (`vectors/embeddings.py`:
+        `dense_weight`, and `fusion` for the others; the shipped ones where it sets none)."""
         embedder = self.index.function.embedder if self.index is not None else None
         second = getattr(embedder, "second_query_vector", False) if SOURCE_QUERY_VECTOR is None else SOURCE_QUERY_VECTOR
-        return second, getattr(embedder, "dense_weight", None) or scoring.DENSE_WEIGHT
+        own = getattr(embedder, "fusion", None) or {}
+        return second, {"dense": getattr(embedder, "dense_weight", None) or scoring.DENSE_WEIGHT,
+                        "lexical": own.get("lexical", scoring.LEXICAL_WEIGHT), "source": own.get("source", SOURCE_WEIGHT),
+                        "mention": own.get("mention", scoring.MENTION_BONUS), "date": own.get("date", scoring.DATE_BONUS),
+                        "neighbour": own.get("neighbour", scoring.NEIGHBOUR_SHARE)}
 
     def _dense_scores(self, chat_id: str, query: str, k: int, source_query: str | None = None,
                       context: bool = False):
@@ -357,7 +363,8 @@ class Recaller:
             return {} if source_query is None else ({}, {})
         if source_query is None:
             return dict(self.index.query(chat_id, query, k))
-        items, sources = self.index.query_both(chat_id, query, source_query, k, context, min(k, SOURCE_POOL))
+        pool = getattr(self.index.function.embedder, "source_pool", None) or SOURCE_POOL
+        items, sources = self.index.query_both(chat_id, query, source_query, k, context, min(k, pool))
         return dict(items), dict(sources)
 
     def _ensure_synced(self, chat_id: str, version: int) -> None:

@@ -45,7 +45,7 @@ class Pool:
 
 
 def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None,
-         dense_weight: float | None = None) -> dict[str, float]:
+         dense_weight: float | None = None, lexical_weight: float | None = None) -> dict[str, float]:
     """Weighted sum of z-scores over the candidates (the union of both lists, those in `allowed` and, given, in
     `also`): a node the vector search did not return counts as its lowest similarity, one that shares no word as
     BM25 0. `dense_weight`: the embedder's own (`DENSE_WEIGHT` when None)."""
@@ -60,7 +60,7 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None,
     similar[~found] = similar[found].min() if found.any() else 0.0  # not returned: the lowest similarity
     total = np.zeros(count)
     for weight, values in ((dense_weight or DENSE_WEIGHT, similar),
-                           (LEXICAL_WEIGHT, np.fromiter(map(lexical.get, candidates, repeat(0.0)), dtype=np.float64,
+                           (LEXICAL_WEIGHT if lexical_weight is None else lexical_weight, np.fromiter(map(lexical.get, candidates, repeat(0.0)), dtype=np.float64,
                                                         count=count))):
         # one array per channel: a query has a few hundred candidates, scored twice (nodes, sources)
         centered = values - values.sum() / count
@@ -99,7 +99,8 @@ def add_scores(scores: dict[str, float], extra: dict[str, float], weight: float,
     return out
 
 
-def diversify(scores: dict[str, float], by_source: dict[str, float], pool: Pool, limit: int) -> dict[str, float]:
+def diversify(scores: dict[str, float], by_source: dict[str, float], pool: Pool, limit: int,
+              weight: float | None = None) -> dict[str, float]:
     """Memories drawn from the same messages share their source score; past the first of them, the others must
     earn their place on their own text, so the few slots cover more of the story."""
     if not by_source:
@@ -111,12 +112,12 @@ def diversify(scores: dict[str, float], by_source: dict[str, float], pool: Pool,
             continue
         span = (node.floor_from, node.floor_to)
         if span in seen:
-            out[node_id] -= SOURCE_WEIGHT * max(by_source[node_id], 0.0)
+            out[node_id] -= (SOURCE_WEIGHT if weight is None else weight) * max(by_source[node_id], 0.0)
         seen.add(span)
     return out
 
 
-def date_bonus(scores: dict[str, float], query: str, pool: Pool) -> dict[str, float]:
+def date_bonus(scores: dict[str, float], query: str, pool: Pool, bonus: float | None = None) -> dict[str, float]:
     """Memories whose story date falls on (or within a few days of) a date the query names move up."""
     windows = date_windows(query) if pool.days else []
     if not windows or not scores:
@@ -128,12 +129,12 @@ def date_bonus(scores: dict[str, float], query: str, pool: Pool) -> dict[str, fl
         end = bisect.bisect_left(pool.by_day, (last + slack + timedelta(days=1),))
         found.update(node_id for _, node_id in pool.by_day[start:end])
     for node_id in found:
-        out[node_id] = out.get(node_id, low) + DATE_BONUS
+        out[node_id] = out.get(node_id, low) + (DATE_BONUS if bonus is None else bonus)
     return out
 
 
 def mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[str, set[str]],
-                   pool: Pool) -> dict[str, float]:
+                   pool: Pool, bonus: float | None = None) -> dict[str, float]:
     """Nodes the query names, and nodes linked to them, move up: a question about Mira is about Mira's events.
     Leaves folded into a linked summary count as linked too (compaction moved their edges up to it)."""
     if not mentioned or not scores:
@@ -146,11 +147,12 @@ def mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[str
     boosted = dict(scores)
     floor = min(scores.values())
     for node_id in targets:
-        boosted[node_id] = boosted.get(node_id, floor) + MENTION_BONUS
+        boosted[node_id] = boosted.get(node_id, floor) + (MENTION_BONUS if bonus is None else bonus)
     return boosted
 
 
-def propagate(scores: dict[str, float], links: dict[str, set[str]], pool: Pool) -> dict[str, float]:
+def propagate(scores: dict[str, float], links: dict[str, set[str]], pool: Pool,
+              share: float | None = None) -> dict[str, float]:
     """A memory is understood in its context: each node gains a share of its best-scoring neighbour's score
     (neighbours: linked events, the previous and next node of the same type, and events of the same scene, i.e.
     with the same story-time label)."""
@@ -181,7 +183,7 @@ def propagate(scores: dict[str, float], links: dict[str, set[str]], pool: Pool) 
             if other is not None and (best is None or other > best):
                 best = other
         if best is not None and best > 0:
-            out[node_id] = out.get(node_id, floor) + NEIGHBOUR_SHARE * best
+            out[node_id] = out.get(node_id, floor) + (NEIGHBOUR_SHARE if share is None else share) * best
     return out
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from curator.errors import CuratorError, MissingExtra
 
-DEFAULT_LOCAL_MODEL = "static-e5/e5-query"
+DEFAULT_LOCAL_MODEL = "e5-joined"
 USE_THREADS = 1
 
 
@@ -220,54 +220,25 @@ class StaticE5WithE5Queries(StaticE5Embedder):
         return _normalized(self._model().encode(list(texts)))
 
 
-class E5NodesStaticMessages(StaticE5WithE5Queries):
-    """`e5/static-messages`: node documents and queries by e5 itself (one vector space, so a recall's vector search
-    of the nodes reads e5 on both sides), the chat's messages (events' sources: every message of the chat, by far
-    the most texts) by the static vectors, searched with e5's query vector brought into their space. A reply embeds
-    its few node texts at e5's speed and its messages at static speed (bench/README.md, issue 31)."""
+class E5Joined(E5Small):
+    """`e5-joined`, the default: node texts, and each event's source (the starts of its messages joined, about 128
+    tokens), embedded by e5 itself; a recall embeds one text, the message answered without the speakers' names, and
+    searches both collections with it (the names count through recall's mention step and BM25). Messages are not
+    embedded one by one: a reply costs e5 its new node texts and its events' sources. The fusion weights were chosen
+    on LoCoMo's tune conversations over both corpora (`studies/fusion_folds.py`; bench/README.md, "Issue 31")."""
 
-    dense_weight = None  # the shipped fusion weights (recall/scoring.py)
-    duplicate_similarity = 0.85  # node vectors are e5's: paraphrases 0.955-0.986, unrelated lines 0.78-0.82
+    second_query_vector = True  # the sources' query leaves the speakers' names out
+    nameless_node_query = True  # ... and so does the nodes' (one e5 pass, one vector for both searches)
+    joined_sources = True  # a source is embedded as one text, not as the mean of its messages' vectors
+    dense_weight = 0.3
+    fusion: ClassVar[dict[str, float]] = {"lexical": 0.2, "source": 1.4, "mention": 1.5, "date": 1.5}
+    source_pool = 100  # events' sources scored per query (recall/engine.py SOURCE_POOL: 50 for the others)
 
-    def _e5(self):
-        with self._lock:
+    def _model(self):
+        with self._lock:  # the one e5 runtime of the process, whichever profile loaded it
             if "e5-small-q4" not in self._models:
-                self._models["e5-small-q4"] = E5Small(self.profile)._load()
+                self._models["e5-small-q4"] = self._load()
             return self._models["e5-small-q4"]
-
-    def _documents(self, texts: list[str]) -> np.ndarray:
-        return _normalized(self._e5().passage(list(texts)))
-
-    def embed_queries(self, texts: list[str]) -> np.ndarray:
-        return _normalized(self._e5().query(list(texts)))
-
-    def embed_messages(self, texts: list[str]) -> np.ndarray:
-        """The static vectors of messages (what sources are the mean of), remembered under their own key."""
-        keys = [(self.profile.key + "#messages", t) for t in texts]
-        missing = list(dict.fromkeys(t for k, t in zip(keys, texts) if k not in self._cache))
-        if missing:
-            fresh = _normalized(self._model().encode(missing))
-            with self._lock:
-                for text, row in zip(missing, fresh):
-                    self._cache[(self.profile.key + "#messages", text)] = row
-                while len(self._cache) > self.CACHE_SIZE:
-                    self._cache.popitem(last=False)
-        return np.stack([self._cache[k] for k in keys]) if keys else np.zeros((0, 1), np.float32)
-
-    def source_query_vectors(self, asked: np.ndarray, texts: list[str], stripped_texts: list[str]) -> np.ndarray:
-        """The sources' query vectors from e5's vectors of `texts` (`asked`, the nodes' query): brought into the
-        static space, plus what leaving the speakers' names out (`stripped_texts`) changes in the static vectors.
-        One e5 pass gives recall both of its query vectors."""
-        model = self._model()
-        moved = _normalized(model.from_e5(asked))
-        changed = [i for i, (t, s) in enumerate(zip(texts, stripped_texts)) if t != s]
-        if changed:
-            static = _normalized(model.encode([texts[i] for i in changed] + [stripped_texts[i] for i in changed]))
-            moved[changed] += static[len(changed):] - static[:len(changed)]
-        return _normalized(moved)
-
-    named_query_vectors = None  # not the default's derivation: the nodes' query is e5's own vector here
-    embed_context_queries = None  # the turns before the message answered search e5's node vectors too
 
 
 class MiniLM(_Local):
@@ -365,7 +336,7 @@ class CohereEmbedder:
 
 
 _LOCAL = {"e5-small-q4": E5Small, "use-m3": UseM3, "static-64": Static64, "static-e5": StaticE5Embedder,
-          "static-e5/e5-query": StaticE5WithE5Queries, "e5/static-messages": E5NodesStaticMessages,
+          "static-e5/e5-query": StaticE5WithE5Queries, "e5-joined": E5Joined,
           "minilm-l6-int8": MiniLM, "e5-first-32": E5First, "e5-first-64": E5First, "e5-first-128": E5First}
 
 

@@ -92,7 +92,8 @@ class VectorIndex(VectorSearch, VectorWrites):
         self._search_pool = None  # threads for the source searches, made on first use (`VectorSearch._searches`)
         self._query_cache: OrderedDict[tuple, object] = OrderedDict()  # (kind, text) or ("named", text, source text)
         self.embedded_total = 0  # node documents and messages this index embedded (progress bars show it)
-        self.messages = MessageVectors(profile.key, store, self._embed_messages)
+        self.messages = MessageVectors(profile.key, store,
+                                       lambda texts: self.function.embedder.embed_documents(texts))
         self.pending = PendingWrites(store, settle=bool(url))  # writes staged for Chroma, per chat
         self.mirrors = Mirrors(self._read_vectors, self._indexed_ids)  # in-memory copies searched instead of Chroma
         settings = chromadb.Settings(anonymized_telemetry=False)
@@ -107,12 +108,6 @@ class VectorIndex(VectorSearch, VectorWrites):
                                    "embedded index.") from None
         else:
             self.client = chromadb.PersistentClient(path=str(Path(store.data_dir) / "chroma"), settings=settings)
-
-    def _embed_messages(self, texts: list[str]):
-        """Messages (what sources are made of) by the embedder's `embed_messages` where it has one (its documents
-        and messages live in different spaces), else as documents."""
-        embedder = self.function.embedder
-        return getattr(embedder, "embed_messages", embedder.embed_documents)(texts)
 
     def close(self) -> None:
         """Write the staged rows to Chroma and let the search threads go (the Chroma client needs no closing). A

@@ -30,7 +30,7 @@ class VectorSearch:
         `pair_vectors`. `context`: the text is a turn before the message answered (see `query_vectors`)."""
         vectors = self.pair_vectors([(text, source_text)], context)
         vector = vectors.get(text)
-        source_vector = vectors.get((SOURCES, text, source_text), vectors.get(source_text))
+        source_vector = vectors.get(source_text)
         source_k = k if source_k is None else source_k
         if self.mirrors.ready(chat_id, NODES) and self.mirrors.ready(chat_id, SOURCES):  # ~0.4 ms each: no thread
             return (self._query(chat_id, NODES, text, k, vector),
@@ -49,12 +49,11 @@ class VectorSearch:
     def pair_vectors(self, pairs: list[tuple[str, str]], context: bool = False) -> dict[str, object]:
         """The query vectors of (text, source text) pairs, the source text being the text without the speakers' names.
         An embedder that can add the names' share to the source text's vector (`named_query_vectors`) is asked for
-        the source texts only, so each pair costs one model pass; others embed both texts in one call. An embedder
-        whose sources live in another space than its nodes (`source_query_vectors`) gives each pair's source vector
-        under (SOURCES, text, source text), derived from the text's own vector."""
-        to_sources = getattr(self.function.embedder, "source_query_vectors", None)
-        if to_sources is not None:
-            return self._split_vectors(pairs, context, to_sources)
+        the source texts only, so each pair costs one model pass; one that searches the nodes without the names too
+        (`nameless_node_query`) embeds the source texts alone; others embed both texts in one call."""
+        if getattr(self.function.embedder, "nameless_node_query", False):  # one vector, of the source text
+            asked = self.query_vectors([s for _, s in pairs], context)
+            return {**asked, **{t: asked[s] for t, s in pairs if s in asked}}
         derive = None if context else getattr(self.function.embedder, "named_query_vectors", None)
         if derive is None:
             return self.query_vectors([t for pair in pairs for t in pair], context)
@@ -67,29 +66,6 @@ class VectorSearch:
                 self._query_cache[("named", *pair)] = vector
         for text, source in named:
             vectors[text] = self._remember(("named", text, source), self._query_cache[("named", text, source)])
-        self._trim_queries()
-        return vectors
-
-    def _split_vectors(self, pairs: list[tuple[str, str]], context: bool, to_sources) -> dict:
-        """The nodes' query vectors (the embedder's own) and the sources' (`to_sources`, from the same vectors), the
-        latter under (SOURCES, text, source text); both kept as the other query vectors are."""
-        if getattr(self.function.embedder, "nameless_node_query", False):
-            asked = self.query_vectors([s for _, s in pairs], context)
-            vectors: dict = {t: asked[s] for t, s in pairs if s in asked}
-            derive_from = {t: s for t, s in pairs}
-        else:
-            vectors = self.query_vectors([t for t, _ in pairs], context)
-            derive_from = {t: t for t, _ in pairs}
-        wanted = [(t, s) for t, s in dict.fromkeys(pairs) if t in vectors]
-        missing = [(t, s) for t, s in wanted if ("source", t, s) not in self._query_cache]
-        if missing:
-            fresh = to_sources(np.stack([vectors[t] for t, _ in missing]), [derive_from[t] for t, _ in missing],
-                               [s for _, s in missing])
-            for pair, vector in zip(missing, fresh):
-                self._query_cache[("source", *pair)] = vector
-        for text, source in wanted:
-            vectors[(SOURCES, text, source)] = self._remember(("source", text, source),
-                                                              self._query_cache[("source", text, source)])
         self._trim_queries()
         return vectors
 
@@ -131,8 +107,7 @@ class VectorSearch:
         if count == 0 and not staged.ids:
             return []
         if vector is None:
-            vectors = self.pair_vectors([(text, text)]) if kind == SOURCES else self.query_vectors([text])
-            vector = vectors.get((SOURCES, text, text), vectors.get(text))
+            vector = self.query_vectors([text]).get(text)
         found = self.mirrors.search(chat_id, kind, vector, k, staged.hidden) if count else []
         if found is None:
             asked = k + len(staged.shadow)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from curator.store.graph import Node
+from curator.vectors.documents import embedded_source
 from curator.vectors.messages import combine
 from curator.vectors.pending import in_calls
 from curator.vectors.search import NODES, SOURCES
@@ -74,9 +75,10 @@ class VectorWrites:
                 progress(min(start + len(batch), len(work)), len(work))
         report.updated_metadata = len(to_update)
 
-    def _embed(self, batch: list, report, kept: dict) -> list:
-        """Embed a batch of node documents; if it fails, embed its items one by one so one bad node does not stop
-        the rest. A node that failed keeps no hash, so the next sync tries it again."""
+    def _embed(self, batch: list, report, kept: dict, source: bool = False) -> list:
+        """Embed a batch of node documents (or, `source`, of sources as one text each); if it fails, embed its
+        items one by one so one bad node does not stop the rest. A node that failed keeps no hash, so the next sync
+        tries it again."""
         if not batch:
             return []
         try:
@@ -87,7 +89,7 @@ class VectorWrites:
                 try:
                     done.append((item, self.function.embedder.embed_documents([item[1]])[0]))
                 except Exception as exc:  # noqa: BLE001 - reported per node
-                    _failed(item[0].id, exc, report, kept, source=False)
+                    _failed(item[0].id, exc, report, kept, source=source)
             return done
 
     def _combine(self, chat_id: str, batch: list, lines: dict[int, str], report, kept: dict) -> list:
@@ -95,6 +97,9 @@ class VectorWrites:
         message embedded once (`vectors/messages.py`). On failure, event by event, as `_embed`."""
         if not batch:
             return []
+        if getattr(self.function.embedder, "joined_sources", False):  # the source as one text (`E5Joined`)
+            return self._embed([(node, embedded_source(source)) for node, _, source in batch], report, kept,
+                               source=True)
         try:
             vectors, fresh = self.messages.vectors(chat_id, lines, {f for _, at, _ in batch for f in at})
             report.messages_embedded += fresh
