@@ -349,11 +349,10 @@ class Recaller:
         `dense_weight`, and `fusion` for the others; the shipped ones where it sets none)."""
         embedder = self.index.function.embedder if self.index is not None else None
         second = getattr(embedder, "second_query_vector", False) if SOURCE_QUERY_VECTOR is None else SOURCE_QUERY_VECTOR
-        own = getattr(embedder, "fusion", None) or {}
+        shipped = {"lexical": scoring.LEXICAL_WEIGHT, "source": SOURCE_WEIGHT, "mention": scoring.MENTION_BONUS,
+                   "date": scoring.DATE_BONUS, "neighbour": scoring.NEIGHBOUR_SHARE}
         return second, {"dense": getattr(embedder, "dense_weight", None) or scoring.DENSE_WEIGHT,
-                        "lexical": own.get("lexical", scoring.LEXICAL_WEIGHT), "source": own.get("source", SOURCE_WEIGHT),
-                        "mention": own.get("mention", scoring.MENTION_BONUS), "date": own.get("date", scoring.DATE_BONUS),
-                        "neighbour": own.get("neighbour", scoring.NEIGHBOUR_SHARE)}
+                        **shipped, **(getattr(embedder, "fusion", None) or {})}
 
     def _dense_scores(self, chat_id: str, query: str, k: int, source_query: str | None = None,
                       context: bool = False):

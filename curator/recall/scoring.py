@@ -59,9 +59,9 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None,
     found = ~np.isnan(similar)
     similar[~found] = similar[found].min() if found.any() else 0.0  # not returned: the lowest similarity
     total = np.zeros(count)
+    bm25 = np.fromiter(map(lexical.get, candidates, repeat(0.0)), dtype=np.float64, count=count)
     for weight, values in ((dense_weight or DENSE_WEIGHT, similar),
-                           (LEXICAL_WEIGHT if lexical_weight is None else lexical_weight, np.fromiter(map(lexical.get, candidates, repeat(0.0)), dtype=np.float64,
-                                                        count=count))):
+                           (LEXICAL_WEIGHT if lexical_weight is None else lexical_weight, bm25)):
         # one array per channel: a query has a few hundred candidates, scored twice (nodes, sources)
         centered = values - values.sum() / count
         std = math.sqrt(centered.dot(centered) / count)  # as values.std(), without its Python-level steps

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 import chromadb
 
 from curator.errors import CuratorError
-from curator.vectors.documents import SOURCE_SPAN, node_document, source_floors
+from curator.vectors.documents import SOURCE_CHARS, SOURCE_SPAN, embedded_source, node_document, source_floors
 from curator.vectors.messages import LEGACY_MESSAGES, MessageVectors
 from curator.vectors.mirror import Mirrors
 from curator.vectors.pending import FLUSH_ROWS, Batch, PendingWrites
@@ -254,12 +254,14 @@ class VectorIndex(VectorSearch, VectorWrites):
         went to Chroma). An archived leaf's source is combined only when its messages are embedded already, or
         when recall asks for it (`leaves`, see `embed_sources`): until then it has none."""
         events = _event_types(schema)
+        joined = getattr(self.function.embedder, "joined_sources", False)  # a source embedded as one text
         items, to_update, kept = [], [], {}
         source_items, source_gone = [], []
         for node in nodes:
             document = node_document(node, schema)
             at = source_floors(node, lines, events)
-            source = "\n".join(self.messages.documents(lines, at).values())
+            source = (embedded_source("\n".join(lines[f] for f in at)[:SOURCE_CHARS]) if at else "") if joined \
+                else "\n".join(self.messages.documents(lines, at).values())
             content, meta = _digest(self.profile.key, document), _digest(*node_metadata(node).values())
             source_hash = _digest(self.profile.key, source) if source else ""
             old_content, old_meta, old_source = hashes.get(node.id, (None, None, ""))

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from curator.store.graph import Node
-from curator.vectors.documents import embedded_source
 from curator.vectors.messages import combine
 from curator.vectors.pending import in_calls
 from curator.vectors.search import NODES, SOURCES
@@ -97,9 +96,9 @@ class VectorWrites:
         message embedded once (`vectors/messages.py`). On failure, event by event, as `_embed`."""
         if not batch:
             return []
-        if getattr(self.function.embedder, "joined_sources", False):  # the source as one text (`E5Joined`)
-            return self._embed([(node, embedded_source(source)) for node, _, source in batch], report, kept,
-                               source=True)
+        if getattr(self.function.embedder, "joined_sources", False):  # the source as one text (`E5Joined`): its
+            # lines' starts, about 128 tokens in all (`VectorIndex._reconcile` made it)
+            return self._embed([(node, source) for node, _, source in batch], report, kept, source=True)
         try:
             vectors, fresh = self.messages.vectors(chat_id, lines, {f for _, at, _ in batch for f in at})
             report.messages_embedded += fresh
