@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from _common import TempMemory, emit, environment, latency_summary, now, parse_args, progress, table
-from recall_locomo import data_path, observations, questions, turns
+from recall_locomo import data_path, exact_search, observations, questions, turns
 
 from curator.store.messages import Message
 
@@ -40,6 +40,7 @@ def build_chat(memory, conv: dict) -> dict[str, set[str]]:
                     "relation": "involved_in"})
     memory.commit(name, ops, 0, "import")
     memory.rebuild_vectors(name)
+    exact_search(memory, name)
     return covers
 
 

@@ -142,6 +142,7 @@ def build_chat(memory, conv: dict, corpus: str, schema_path: Path, story_time: s
     speakers = sorted({item["speaker"] for item in items})
     covers.update({f"p{n}": [] for n in range(len(speakers))})
     if name in memory.chats():
+        exact_search(memory, name)
         return covers
     memory.create_chat(name, schema_path)
     memory.set_messages(name, messages)
@@ -164,7 +165,20 @@ def build_chat(memory, conv: dict, corpus: str, schema_path: Path, story_time: s
                 for i in range(len(items) - 1) if items[i]["session"] == items[i + 1]["session"]]
     memory.commit(name, ops, 0, "import")
     memory.rebuild_vectors(name)
+    exact_search(memory, name)
     return covers
+
+
+def exact_search(memory, chat: str) -> None:
+    """From here on the chat is searched in its in-memory copies (`vectors/mirror.py`: exact, as a chat searched
+    often is), not in Chroma's approximate index first and the copies from whenever their background load ends:
+    the same ranking every run."""
+    from curator.vectors.mirror import MIRROR_AFTER
+
+    for _ in range(MIRROR_AFTER):
+        memory.index.query(chat, "a question", 1)
+        memory.index.query_sources(chat, "a question", 1)
+    memory.index.mirrors.wait()
 
 
 def write_schema(folder: Path) -> Path:
