@@ -8,31 +8,35 @@ from curator.recall.query import content_words
 from curator.recall.scoring import Pool, strip_names
 from curator.store.graph import names_of
 
+BARE_KEPT = 65_536  # documents whose bareness is remembered (per recaller)
+
 
 def entities_in(scores: dict[str, float], query: str, mentioned: set[str], pool: Pool, schema,
                 bare_cache: dict[str, bool]) -> tuple[dict[str, bool], set[str]]:
     """The entity candidates among `scores`, each with whether its document is its name alone, and those the query
     is about (it names them and asks nothing else: "Who is Caroline?"). `bare_cache`: document -> bare, kept by the
-    caller across recalls."""
+    caller across recalls (a chat of 10k nodes has thousands of entity candidates: their names are worked out once)."""
     entities: dict[str, bool] = {}
-    names: list[str] = []
+    nodes, events, documents = pool.nodes, pool.event_types, pool.documents
     for node_id in scores:
-        node = pool.nodes.get(node_id)
-        if node is None or node.type in pool.event_types:
+        node = nodes.get(node_id)
+        if node is None or node.type in events:
             continue
-        own = names_of(node.title, node.fields, schema.type(node.type))
-        if node_id in mentioned:
-            names.extend(own)
-        document = pool.documents.get(node_id, "")
+        document = documents.get(node_id, "")
         bare = bare_cache.get(document)
         if bare is None:
-            if len(bare_cache) > 4096:
+            if len(bare_cache) > BARE_KEPT:
                 bare_cache.clear()
+            own = names_of(node.title, node.fields, schema.type(node.type))
             bare = bare_cache[document] = not content_words(strip_names(document, list(own)))
         entities[node_id] = bare
-    about = set()
-    if names and not content_words(strip_names(query, names)):
-        about = {node_id for node_id in mentioned if node_id in entities}
+    about: set[str] = set()
+    named = [node_id for node_id in mentioned if node_id in entities]
+    if named:
+        names = [name for node_id in named for name in names_of(nodes[node_id].title, nodes[node_id].fields,
+                                                                 schema.type(nodes[node_id].type))]
+        if not content_words(strip_names(query, names)):
+            about = set(named)
     return entities, about
 
 
