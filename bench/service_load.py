@@ -81,7 +81,7 @@ def client_loop(url: str, chat: ChatState, seed: int, deadline: float, stats: di
                 start, kind = change(chat, rng)
                 window = [dict(m, floor=start + i) for i, m in enumerate(chat.messages[start:])]
                 began = time.perf_counter()
-                answer = http.post(f"/chats/{chat.id}/sync", json={"messages": window, "start": start})
+                answer = http.post(f"/chats/{chat.id}/sync", json={"messages": window, "start": start, "allow_rollback": True})
                 sync_s = time.perf_counter() - began
                 user_floor = max(i for i, m in enumerate(chat.messages) if m["role"] == "user")
                 query = chat.messages[user_floor]["text"]

@@ -57,6 +57,10 @@ class OpError(CuratorError):
         self.reason = message
 
 
+class RollbackRefused(CuratorError):
+    """A sync or a proxy request would erase more memory than it may without saying so; nothing was changed."""
+
+
 class ImportFileError(CuratorError):
     """A graph file to import is malformed; nothing was imported."""
 

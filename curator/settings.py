@@ -94,12 +94,23 @@ class RecallSettings(_Strict):
     speaker: str | None = None  # who speaks next (the character card's name); default: the newest assistant name
 
 
+class HistorySettings(_Strict):
+    """The trash of the commit log (curator/store/trash.py) and the guards before reverting memory."""
+
+    keep_days: float = Field(default=30.0, ge=0)  # reverted batches older than this are dropped (0 = no limit)
+    keep_batches: int = Field(default=200, ge=0)  # ... and those beyond the newest N of a chat (0 = no limit)
+    # a rollback or sync reverting more commits than this asks first on a terminal (CLI) or needs
+    # `allow_rollback: true` (HTTP sync)
+    ask_above: int = Field(default=3, ge=0)
+
+
 class Settings(_Strict):
     profiles: dict[str, ModelProfile] = {}
     tasks: dict[Task, str] = {}  # task -> profile name; a task without one uses "default"
     extraction: ExtractionSettings = ExtractionSettings()
     recall: RecallSettings = RecallSettings()
     maintenance: MaintenanceSettings = MaintenanceSettings()
+    history: HistorySettings = HistorySettings()
     embedding: EmbeddingProfile = EmbeddingProfile()
     vectors_url: str | None = None  # a Chroma server (http://host:port); default: embedded, under the data dir
     store: str | None = None  # a PostgreSQL URL for the store (read by curator.store.location); default: SQLite

@@ -211,7 +211,7 @@ def test_every_route_refuses_every_bad_value_cleanly(walk):
         def valid_path(**override) -> str:
             node = walk_.seed()
             values = {"chat_id": "c", "node_id": node, "op": "compact", "name": "default", "job_id": "none",
-                      "frontend": "sillytavern", "floor": 3}
+                      "frontend": "sillytavern", "floor": 3, "batch_id": 1}
             values.update(override)
             return path.format(**{k: quote(str(values[k]), safe="%") for k in path_params})
 

@@ -230,6 +230,25 @@ def test_operations_show_job_progress_and_roll_back(page, service, tmp_path):
     assert [c["anchor_floor"] for c in api.get("/chats/story/commits").json()["commits"]][-3:] == [15, 17, 19]
 
 
+def test_a_rollback_is_restored_in_one_click_from_the_overview(page, service):
+    url, api = service
+    api.post("/chats", json={"id": "undo-me"}).raise_for_status()
+    for name in ("Eileen", "Rowan"):
+        api.post("/chats/undo-me/nodes", json={"type": "character_sheet", "fields": {"name": name}}).raise_for_status()
+    before = api.get("/chats/undo-me/graph/all").json()
+    batch = api.post("/chats/undo-me/rollback", json={"floor": 0}).json()["batch"]
+    assert api.get("/chats/undo-me/graph/all").json()["nodes"] == []
+    open_panel(page, url, chat="undo-me")
+    row = f'#overview-reverted tr[data-batch="{batch}"]'
+    assert "rollback (the panel)" in page.inner_text(row) and "Eileen" in page.inner_text(row)
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click(f"{row} button.restore")
+    page.wait_for_selector(f".toast >> text=Restored batch #{batch}")
+    assert api.get("/chats/undo-me/graph/all").json()["nodes"] == before["nodes"]
+    open_tab(page, "ops")  # the undo is itself a batch there, restorable the same way
+    page.wait_for_selector('#ops-trash td >> text=undo (what the undo of')
+
+
 def test_the_graph_view_clicks_through_to_details_and_is_saved_as_a_screenshot(page, service):
     url, api = service
     open_panel(page, url, tab="graph")

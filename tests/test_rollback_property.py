@@ -181,3 +181,78 @@ def test_long_random_histories():
                 assert len(landed) > 100 and memory.graph("live").stats()["edges"] > 5
                 memory.rollback("live", floor)
                 assert memory.graph("live").snapshot() == _reference(memory, landed, floor)
+
+
+# ---- undo: every rollback can be undone exactly (the trash of the commit log, curator/store/trash.py) ----------
+
+FLOORS = 32
+
+
+def _chat_messages(tag: str = "") -> list:
+    from curator.store.messages import Message
+
+    return [Message("user" if f % 2 == 0 else "assistant", "" if f % 2 == 0 else "Eileen", f"floor {f}{tag}",
+                    swipe_id=f % 3, swipes=[f"floor {f}{tag}", "other"] if f % 3 else [], sent_at=f"t{f}")
+            for f in range(FLOORS)]
+
+
+def _state(memory, chat):
+    messages = memory.store.messages(chat)
+    return (memory.graph(chat).snapshot(), messages, [(m.swipes, m.sent_at) for m in messages],
+            [c.id for c in memory.store.commits(chat)])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(commits=st.lists(commit, min_size=1, max_size=14), floor=st.integers(0, 31), how=st.sampled_from(
+    ["rollback", "sync edit", "sync cut", "ingest-like"]), later=st.lists(commit, max_size=4))
+def test_undo_after_any_rollback_gives_back_the_graph_and_the_messages(commits, floor, how, later):
+    """Whatever was committed at whatever floors, a rollback (plain, or a sync that edits or cuts the chat there),
+    followed by commits made since (the re-extraction of the edited floors), is undone exactly: graph, messages
+    (swipes and times too) and commit ids as before the rollback. Undoing the undo gives back the state it
+    displaced."""
+    with _fresh() as memory:
+        memory.create_chat("live", "default")
+        memory.set_messages("live", _chat_messages())
+        _apply_all(memory, "live", commits)
+        before = _state(memory, "live")
+        if how == "rollback":
+            batch = memory.rollback("live", floor).batch
+        else:
+            edited = _chat_messages(" (edited)")[floor:] if how == "sync edit" else []
+            batch = memory.sync("live", _chat_messages()[:floor] + edited).batch
+        if batch is None:  # nothing anchored at or after the floor: nothing was reverted, nothing to undo
+            assert memory.graph("live").snapshot() == before[0]
+            return
+        _apply_all(memory, "live", [(max(f, floor), ops) for f, ops in later], at_base=100)
+        after = _state(memory, "live")
+        undone = memory.undo("live", batch)
+        assert _state(memory, "live") == before
+        assert memory.undo("live", undone.displaced_batch).restored == undone.displaced
+        assert _state(memory, "live") == after
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(commits=st.lists(commit, min_size=2, max_size=14), floors=st.tuples(st.integers(0, 31), st.integers(0, 31)))
+def test_two_rollbacks_are_undone_newest_first_or_refused(commits, floors):
+    """A second rollback that reaches below the first takes the first's base away: undoing the first is refused
+    (it could not be exact) and names the batch to undo first; newest first gives back the original."""
+    commits = sorted(commits, key=lambda c: c[0])
+    with _fresh() as memory:
+        memory.create_chat("live", "default")
+        memory.set_messages("live", _chat_messages())
+        _apply_all(memory, "live", commits)
+        before = _state(memory, "live")
+        first = memory.rollback("live", max(floors)).batch
+        second = memory.rollback("live", min(floors)).batch
+        if first is not None and second is not None:
+            try:
+                memory.undo("live", first)
+            except curator.CuratorError as exc:
+                assert f"#{second}" in exc.hint
+            else:  # the second reverted nothing below the first's base: the first came back on its own
+                redo = memory.undo("live", memory.trash("live")[0].id)  # redo it: the undo is kept as a batch
+                first = redo.displaced_batch  # and it is that batch that now holds the first rollback's commits
+        for batch in (second, first):
+            if batch is not None:
+                memory.undo("live", batch)
+        assert _state(memory, "live") == before

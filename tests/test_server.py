@@ -60,7 +60,7 @@ def test_chats_sync_and_reextraction_over_http(served, tmp_path):
     edited = list(chat)
     edited[21] = dataclasses.replace(edited[21], text="Saela went to the mill and found a map.")
     edited[39] = dataclasses.replace(edited[39], text=reply_text(39, 1), swipe_id=1)
-    synced = client.post("/chats/c/sync", json={"messages": as_json(edited[20:], 20)}).json()
+    synced = client.post("/chats/c/sync", json={"messages": as_json(edited[20:], 20), "allow_rollback": True}).json()
     assert synced["dirty_floor"] == 21 and synced["reason"] == "edited" and len(synced["reverted"]) == 10
     assert wait(client, synced["job"])["state"] == "done"
     with curator.open(tmp_path / "fresh") as fresh:

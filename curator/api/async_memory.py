@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from curator.store.forks import ForkResult
     from curator.store.messages import Message
     from curator.store.queries import GraphView
-    from curator.store.store import Chat, CommitRecord, RollbackResult, Store
+    from curator.store.store import Chat, CommitRecord, RollbackResult, Store, UndoResult
+    from curator.store.trash import TrashBatch
     from curator.sync.history import HistoryReport
     from curator.vectors.index import SyncReport
 
@@ -105,8 +106,18 @@ class AsyncMemory:
                      note: str = "") -> CommitRecord:
         return await _off_loop(self._core.commit, chat_id, ops, anchor_floor, origin, note)
 
-    async def rollback(self, chat_id: str, floor: int) -> RollbackResult:
-        return await _off_loop(self._core.rollback, chat_id, floor)
+    async def rollback(self, chat_id: str, floor: int, reason: str = "rollback", detail: str = "") -> RollbackResult:
+        return await _off_loop(self._core.rollback, chat_id, floor, reason, detail)
+
+    async def trash(self, chat_id: str) -> list[TrashBatch]:
+        return await _off_loop(self._core.trash, chat_id)
+
+    async def undo(self, chat_id: str, batch_id: int) -> UndoResult:
+        return await _off_loop(self._core.undo, chat_id, batch_id)
+
+    async def purge_trash(self, chat_id: str, batch_ids: list[int] | None = None,
+                          older_than_days: float | None = None) -> int:
+        return await _off_loop(self._core.purge_trash, chat_id, batch_ids, older_than_days)
 
     async def delete_chat(self, chat_id: str) -> None:
         await _off_loop(self._core.delete_chat, chat_id)
@@ -182,12 +193,16 @@ class AsyncMemory:
 
     # history sync and rebuild
     async def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
-                   model: Model | None = None, *, models: Models | None = None) -> HistoryReport:
+                   model: Model | None = None, *, models: Models | None = None, reason: str = "sync",
+                   max_revert: int | None = None, allow_empty: bool = True) -> HistoryReport:
         """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
         earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then writes what
         is due with the chat's channel (the report's `due` lists those floors either way). `model` and
-        `models` as for `extract_due`."""
-        report = await _off_loop(self._core.sync, chat_id, messages, start)
+        `models` as for `extract_due`. What it reverts is kept in the trash (`report.batch`, see `undo`); it is
+        refused (RollbackRefused) when it would revert more than `max_revert` commits, or, unless `allow_empty`,
+        empty the chat."""
+        report = await _off_loop(lambda: self._core.sync(chat_id, messages, start, reason=reason,
+                                                         max_revert=max_revert, allow_empty=allow_empty))
         if extract and report.due:
             await self._core.extract_due(chat_id, model, models=models)
             report.due = await _off_loop(self._core.due, chat_id)

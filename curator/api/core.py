@@ -18,7 +18,8 @@ from curator.store.exchange import ImportMode, export_graph, import_graph, read_
 from curator.store.messages import Message
 from curator.paths import data_dir as resolve_data_dir
 from curator.store.queries import GraphView
-from curator.store.store import Chat, CommitRecord, RollbackResult, Store
+from curator.store.store import Chat, CommitRecord, RollbackResult, Store, UndoResult
+from curator.store.trash import Retention, TrashBatch
 from curator.store.vector_rows import indexed_profile
 from curator.llm.access import NO_MODELS, Models
 
@@ -64,7 +65,9 @@ class MemoryCore:
                  store: str | None = None):
         # store: a PostgreSQL URL (default: $CURATOR_STORE, `store:` in config.yaml, else SQLite in data_dir)
         self.store = Store(resolve_data_dir(data_dir), store=store)
-        self._settings = settings
+        self._settings = None
+        if settings is not None:
+            self._use(settings)
         self._index: VectorIndex | None = None
         self._recaller: Recaller | None = None
         self._compress_failures: dict[str, int] = {}  # chat -> floor of its last failed compression (pipeline)
@@ -78,13 +81,17 @@ class MemoryCore:
         if self._settings is None:
             from curator.settings import load_settings
 
-            self._settings = load_settings(self.data_dir)
+            self._use(load_settings(self.data_dir))
         return self._settings
 
     @settings.setter
     def settings(self, settings: Settings) -> None:
         """Replace the settings (before the index or recall is first used: they keep the ones they opened with)."""
+        self._use(settings)
+
+    def _use(self, settings: Settings) -> None:
         self._settings = settings
+        self.store.retention = Retention(settings.history.keep_days, settings.history.keep_batches)
 
     @property
     def data_dir(self) -> Path:
@@ -132,8 +139,35 @@ class MemoryCore:
     def commit(self, chat_id: str, ops: list, anchor_floor: int, origin: str = "manual", note: str = "") -> CommitRecord:
         return self.store.commit(chat_id, ops, anchor_floor, origin, note)
 
-    def rollback(self, chat_id: str, floor: int) -> RollbackResult:
-        return self.store.rollback(chat_id, floor)
+    def rollback(self, chat_id: str, floor: int, reason: str = "rollback", detail: str = "") -> RollbackResult:
+        """Revert every commit anchored at `floor` or later (the messages stay); what it reverts is kept in the
+        trash as `result.batch`, which `undo` puts back."""
+        self.settings  # noqa: B018 - the retention of the trash; a config that cannot be read stops here
+        result = self.store.rollback(chat_id, floor, reason=reason, detail=detail)
+        if result.batch is not None:
+            self.history.floors_dropped(chat_id, floor)
+        return result
+
+    # the trash of the commit log: every rollback can be undone (curator/store/trash.py, docs/safety.md)
+    def trash(self, chat_id: str) -> list[TrashBatch]:
+        """The chat's reverted batches, newest first: what each rollback, sync, proxy edit, ingest, rebuild or undo
+        took away, why and when."""
+        return self.store.trash(chat_id)
+
+    def undo(self, chat_id: str, batch_id: int) -> UndoResult:
+        """Put a reverted batch back exactly: its commits (graph equal to before the rollback) and the floors it
+        replaced. What was committed since (e.g. the re-extraction of an edited floor) is reverted first and kept as
+        a batch of its own, so the undo can be undone too."""
+        self.settings  # noqa: B018
+        result = self.store.undo(chat_id, batch_id)
+        self.history.shelf.drop(chat_id, result.floor)  # shelved replies rested on the floors that changed
+        self.history.floors_dropped(chat_id, result.floor)
+        return result
+
+    def purge_trash(self, chat_id: str, batch_ids: list[int] | None = None,
+                    older_than_days: float | None = None) -> int:
+        """Drop reverted batches for good (those named, those older than a number of days, or all of the chat's)."""
+        return self.store.purge_trash(chat_id, batch_ids, older_than_days)
 
     # extraction
     async def extract(self, chat_id: str, floor: int | None = None, model: Model | None = None, *,
@@ -357,11 +391,15 @@ class MemoryCore:
             self._history = HistorySync(self.store, self.settings, Shelf(self.store), [evict])
         return self._history
 
-    def sync(self, chat_id: str, messages: list[Message], start: int = 0) -> HistoryReport:
+    def sync(self, chat_id: str, messages: list[Message], start: int = 0, *, reason: str = "sync",
+             max_revert: int | None = None, allow_empty: bool = True) -> HistoryReport:
         """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
         earliest changed floor is rolled back (or restored from the swipe shelf); the report's `due` lists the
-        floors still to write."""
-        return self.history.sync(chat_id, messages, start)
+        floors still to write. What it reverts is kept in the trash (`report.batch`, see `undo`). It is refused
+        (RollbackRefused, nothing changed) when it would revert more than `max_revert` commits, or, unless
+        `allow_empty`, empty the chat."""
+        return self.history.sync(chat_id, messages, start, reason=reason, max_revert=max_revert,
+                                 allow_empty=allow_empty)
 
     def due(self, chat_id: str) -> list[int]:
         """The floors still to write with the chat's channel."""

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from curator.store.forks import ForkResult
     from curator.store.messages import Message
     from curator.store.queries import GraphView
-    from curator.store.store import Chat, CommitRecord, RollbackResult, Store
+    from curator.store.store import Chat, CommitRecord, RollbackResult, Store, UndoResult
+    from curator.store.trash import TrashBatch
     from curator.sync.history import HistoryReport, HistorySync
     from curator.vectors.index import SyncReport, VectorIndex
 
@@ -123,8 +124,18 @@ class Memory:
                note: str = "") -> CommitRecord:
         return self._core.commit(chat_id, ops, anchor_floor, origin, note)
 
-    def rollback(self, chat_id: str, floor: int) -> RollbackResult:
-        return self._core.rollback(chat_id, floor)
+    def rollback(self, chat_id: str, floor: int, reason: str = "rollback", detail: str = "") -> RollbackResult:
+        return self._core.rollback(chat_id, floor, reason, detail)
+
+    def trash(self, chat_id: str) -> list[TrashBatch]:
+        return self._core.trash(chat_id)
+
+    def undo(self, chat_id: str, batch_id: int) -> UndoResult:
+        return self._core.undo(chat_id, batch_id)
+
+    def purge_trash(self, chat_id: str, batch_ids: list[int] | None = None,
+                    older_than_days: float | None = None) -> int:
+        return self._core.purge_trash(chat_id, batch_ids, older_than_days)
 
     def delete_chat(self, chat_id: str) -> None:
         self._core.delete_chat(chat_id)
@@ -198,8 +209,15 @@ class Memory:
 
     # history sync and rebuild
     def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
-             model: Model | None = None, *, models: Models | None = None) -> HistoryReport:
-        report = self._core.sync(chat_id, messages, start)
+             model: Model | None = None, *, models: Models | None = None, reason: str = "sync",
+             max_revert: int | None = None, allow_empty: bool = True) -> HistoryReport:
+        """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
+        earliest changed floor is rolled back (or restored from the swipe shelf); `extract` then writes what
+        is due with the chat's channel (the report's `due` lists those floors either way). What it reverts is
+        kept in the trash (`report.batch`, see `undo`); it is refused (RollbackRefused, nothing changed) when it
+        would revert more than `max_revert` commits, or, unless `allow_empty`, empty the chat."""
+        report = self._core.sync(chat_id, messages, start, reason=reason, max_revert=max_revert,
+                                 allow_empty=allow_empty)
         if extract and report.due:
             run_sync(self._core.extract_due(chat_id, model, models=models))
             report.due = self._core.due(chat_id)

@@ -90,6 +90,47 @@ def print_rollback(result: RollbackResult) -> None:
     if result.dropped:
         out.print(f"[yellow]dropped {len(result.dropped)} commit(s) that built on what was rolled back:[/] "
                   + ", ".join(f"#{c.id}" for c in result.dropped))
+    if result.batch is not None:
+        out.print(f"kept as batch #{result.batch}: `curator undo --chat {result.chat_id} {result.batch}` brings it "
+                  "back", highlight=False)
+
+
+def print_trash(chat_id: str, batches: list[dict]) -> None:
+    """A chat's reverted batches, newest first."""
+    from rich.markup import escape
+
+    if not batches:
+        out.print(f"{chat_id}: nothing reverted (rollbacks, syncs, proxy edits and rebuilds keep what they revert "
+                  "here)")
+        return
+    table = Table(title=f"{chat_id}: reverted batches, newest first", title_justify="left")
+    for column in ("batch", "at", "why", "from floor", "commits", "floors", "what"):
+        table.add_column(column, overflow="fold")
+    for b in batches:
+        why = b["reason"] + (f" ({b['detail']})" if b["detail"] else "")
+        what = ", ".join(b["titles"]) + (" ..." if b["reverted"] and len(b["titles"]) >= 5 else "")
+        table.add_row(f"#{b['id']}", b["at"][:19].replace("T", " "), escape(why), str(b["floor"]),
+                      f"{b['reverted']}" + (f" (+{b['commits'] - b['reverted']} replayed)" if b["commits"] >
+                                            b["reverted"] else ""),
+                      "" if b["floors"] is None else str(b["floors"]), escape(what))
+    out.print(table)
+    out.print(f"`curator undo --chat {chat_id} N` restores batch N exactly (graph and floors); "
+              f"`curator history --chat {chat_id} --batch N` shows it", highlight=False)
+
+
+def print_batch(data: dict) -> None:
+    """One batch: its commits and the floors it keeps."""
+    from rich.markup import escape
+
+    out.print(f"[bold]batch #{data['id']}[/] {escape(data['reason'])} at {data['at']} from floor {data['floor']}"
+              + (f": {escape(data['detail'])}" if data["detail"] else ""))
+    for c in data["commits"]:
+        out.print(f"  commit #{c['id']} ({c['origin']} @{c['anchor_floor']}, {len(c['ops'])} ops) "
+                  f"{escape(c['note'])}", highlight=False)
+    for m in data["messages"] or []:
+        text = " ".join(m["text"].split())
+        out.print(f"  floor {m['floor']} {m['role']}{' ' + escape(m['name']) if m['name'] else ''}: "
+                  f"{escape(text[:100])}{'…' if len(text) > 100 else ''}", highlight=False)
 
 
 def print_injection(injection, title: str | None = None) -> None:

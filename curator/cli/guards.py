@@ -9,22 +9,27 @@ import typer
 
 from curator.errors import CuratorError
 
-ASK_ABOVE = 3  # a rollback reverting more commits than this asks first on a terminal
-
 # Faults of the input or of the data directory, not of the program: reported in one line with exit code 1.
 INPUT_ERRORS = (OSError, RecursionError, UnicodeError, OverflowError, sqlite3.DatabaseError, ValueError)
 
 
 def confirm_rollback(memory, chat: str, floor: int, assume_yes: bool) -> None:
-    """Refuse negative floors; on a terminal, ask before reverting more than ASK_ABOVE commits."""
+    """Refuse negative floors; on a terminal, ask before reverting more than `history.ask_above` commits
+    (config.yaml; 3 by default)."""
     if floor < 0:
         raise CuratorError(f"cannot roll back to floor {floor}: floors start at 0",
                            "Floor 0 reverts every commit of the chat; a later floor keeps what came before it.")
     memory.chat(chat)
     reverted = len(memory.store.commits(chat, since_floor=floor))
-    if reverted > ASK_ABOVE and not assume_yes and os.isatty(0):
-        typer.confirm(f"Revert {reverted} commits of chat {chat!r} (every one anchored at floor {floor} or "
-                      "later)?", abort=True)
+    if reverted > memory.settings.history.ask_above:
+        confirm(f"Revert {reverted} commits of chat {chat!r} (every one anchored at floor {floor} or later)? "
+                f"They are kept: `curator undo --chat {chat}` brings them back.", assume_yes)
+
+
+def confirm(question: str, assume_yes: bool) -> None:
+    """Ask on a terminal (abort on no); say nothing when not on one or when told yes."""
+    if not assume_yes and os.isatty(0):
+        typer.confirm(question, abort=True)
 
 
 def input_error_message(exc: BaseException) -> tuple[str, str]:

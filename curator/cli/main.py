@@ -135,7 +135,8 @@ def rollback(
         result = memory.rollback(chat, floor)
     if json_:
         console.print_json({"floor": floor, "reverted": [c.id for c in result.reverted],
-                            "reapplied": result.reapplied, "dropped": [c.id for c in result.dropped]})
+                            "reapplied": result.reapplied, "dropped": [c.id for c in result.dropped],
+                            "batch": result.batch})
     else:
         console.print_rollback(result)
 
@@ -421,7 +422,7 @@ def main() -> None:
 
 # The other command modules register their commands on `app` when imported (after it is complete).
 from curator.cli import curate as cli_curate, maintain as cli_maintain, serve as cli_serve  # noqa: F401
-from curator.cli import store_cmd as cli_store  # noqa: F401
+from curator.cli import history_cmd as cli_history, store_cmd as cli_store  # noqa: F401
 
 if __name__ == "__main__":
     main()

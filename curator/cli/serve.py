@@ -114,13 +114,21 @@ def sync(
     chat: ChatOpt,
     start: Annotated[int, typer.Option(help="The file holds the chat's floors from this one on (a tail).")] = 0,
     extract: Annotated[bool, typer.Option("--extract/--no-extract", help="Extract what is due afterwards.")] = True,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask before reverting many commits.")] = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Follow an edited chat: roll memory back from the first changed floor, then re-extract from there."""
-    from curator.extract.chatfile import read_chat
+    """Follow an edited chat: roll memory back from the first changed floor, then re-extract from there. What it
+    reverts is kept (`curator history`, `curator undo`); on a terminal it asks before reverting more than a few
+    commits (`--yes` skips the question). A file with no chat message is refused."""
+    from curator.cli.guards import confirm
+    from curator.extract.ingest import chat_messages
 
-    messages = read_chat(file).messages
+    messages = chat_messages(file)  # a file cut to its header by a crash would empty the chat: refused
     with open_memory() as memory:
+        floor, count = memory.history.would_revert(chat, messages, start)
+        if count > memory.settings.history.ask_above:
+            confirm(f"The file changes chat {chat!r} from floor {floor}: revert {count} commits (every one anchored "
+                    f"there or later)? They are kept: `curator undo --chat {chat}` brings them back.", yes or json_)
         if extract:
             memory.index  # noqa: B018 - index as you go: each re-extracted step's commit embeds its nodes
         report = memory.sync(chat, messages, start=start)
@@ -136,6 +144,9 @@ def sync(
             console.out.print(f"{chat}: floor {report.dirty_floor} {report.reason}: {len(report.reverted)} commits "
                               f"rolled back ({report.shelved} shelved), {len(report.restored)} restored from the "
                               "swipe shelf")
+            if report.batch is not None:
+                console.out.print(f"kept as batch #{report.batch}: `curator undo --chat {chat} {report.batch}` "
+                                  "brings it back (memory and floors)", highlight=False)
         else:
             console.out.print(f"{chat}: no change below the new floors")
         calls = sum(r.usage.calls for r in results)

@@ -97,12 +97,13 @@ async def ingest(store: Store, chat_id: str, path: str | Path, settings: Setting
     if not store.has_chat(chat_id):
         store.create_chat(chat_id, schema if isinstance(schema, Schema) else load_schema(schema))
     changed = first_changed_floor(store.messages(chat_id), messages)
-    if changed is not None:
-        result = store.rollback(chat_id, changed)
+    rolled_back = None
+    if changed is not None:  # what the file no longer holds goes to the trash with its floors (`curator undo`)
+        result = store.rollback(chat_id, changed, reason="ingest", detail=f"{path}: floor {changed} changed",
+                                messages=messages[changed:])
         rolled_back = changed if result.reverted else None
     else:
-        rolled_back = None
-    store.set_messages(chat_id, messages)
+        store.set_messages(chat_id, messages)
     due = due_floors(store, chat_id, settings)
     report = IngestReport(chat_id, len(messages), len(due), rolled_back_from=rolled_back)
     now = due if limit is None else due[:limit]

@@ -52,3 +52,9 @@ def newest_commit(store: Store, chat_id: str) -> sqlite3.Row | None:
     """id, anchor_floor, origin and at of the chat's newest commit."""
     return store.conn.execute("SELECT id, anchor_floor, origin, at FROM commits WHERE chat_id=? ORDER BY id DESC "
                               "LIMIT 1", (chat_id,)).fetchone()
+
+
+def count_from(store: Store, chat_id: str, floor: int) -> int:
+    """How many commits are anchored at or after `floor` (what a rollback of that floor would revert)."""
+    return store.conn.execute("SELECT COUNT(*) FROM commits WHERE chat_id=? AND anchor_floor >= ?",
+                              (chat_id, floor)).fetchone()[0]

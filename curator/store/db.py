@@ -141,6 +141,19 @@ _V8 = [
         PRIMARY KEY (chat_id, floor)) WITHOUT ROWID""",
 ]
 
+# Version 9: the trash of the commit log (`curator/store/trash.py`). A rollback (or a sync's, a rebuild's, an undo's)
+# keeps what it took away: the commit log's rows from the first one it reverted, as they were, and the floors it
+# replaced; an undo puts them back exactly. `below_*` fingerprint what the batch rests on (the commits below it, the
+# floors below it), so an undo that could not be exact is refused instead.
+_V9 = [
+    """CREATE TABLE trash (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id TEXT NOT NULL, floor INTEGER NOT NULL,
+        first_commit INTEGER NOT NULL, reason TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '', at TEXT NOT NULL,
+        commits_json TEXT NOT NULL, messages_json TEXT, summary_json TEXT NOT NULL, below_commits TEXT NOT NULL,
+        below_messages TEXT, undoes INTEGER)""",
+    "CREATE INDEX trash_by_chat ON trash (chat_id, id)",
+]
+
 Migration = Callable[[sqlite3.Connection], None] | list[str]
 
 # SQLite DDL -> PostgreSQL DDL: 64-bit integers (SQLite's INTEGER is), identity for AUTOINCREMENT, doubles, no
@@ -165,7 +178,7 @@ def ddl_for(dialect: str, statement: str) -> str:
     return statement
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]
 
 
 def latest_version() -> int:

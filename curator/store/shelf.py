@@ -64,7 +64,8 @@ class Shelf:
                                                   note=(c["note"] + " (restored from the swipe shelf)").strip()))
         except (OpError, CuratorError):
             if restored:
-                self.store.rollback(chat_id, floor)
+                self.store.rollback(chat_id, floor, reason="swipe shelf",
+                                    detail=f"a shelved reply of floor {floor} no longer applied")
             return None
         return restored
 

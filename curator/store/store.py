@@ -13,57 +13,38 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Self
 
-from pydantic import ValidationError
-
 from curator.schemas import Schema, schema_from_data
 
+from curator.store import rewind, trash
 from curator.store.changes import ChangeLog
 from curator.store.db import BUSY_TIMEOUT_MS, connect
 from curator.store.location import store_url
-from curator.errors import ChatExists, ChatNotFound, CuratorError, OpError
+from curator.errors import ChatExists, ChatNotFound, CuratorError
 from curator.store.messages import Message
-from curator.store.ops import dump_ops, parse_ops
+from curator.store.ops import dump_ops
 from curator.store.projection import Applier
 from curator.store.queries import GraphView
+from curator.store.records import (  # noqa: F401 - CommitRecord, RollbackResult and utc_now are imported from here
+    CommitRecord,
+    RollbackResult,
+    UndoResult,
+    bump_version as _bump_version,
+    dumps as _dumps,
+    parse_any as _parse,
+    read_messages,
+    record_of as _record,
+    utc_now,
+    write_messages,
+)
+from curator.store.trash import Retention, TrashBatch
 
 MAX_FLOOR = 2**63 - 1  # floors are 64-bit integers on both engines
 ORIGINS = ("extract", "curate", "maintenance", "import", "manual", "test")
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-@dataclass
-class CommitRecord:
-    """One entry of the commit log."""
-
-    id: int
-    chat_id: str
-    anchor_floor: int
-    origin: str
-    at: str
-    ops: list[dict]
-    note: str = ""
-
-
-@dataclass
-class RollbackResult:
-    """What a rollback did: the commits it reverted (newest first), and any lower-anchored commits that had
-    been made after them and were replayed (`reapplied`) or could not be, because they built on what was
-    reverted (`dropped`)."""
-
-    chat_id: str
-    floor: int
-    reverted: list[CommitRecord] = field(default_factory=list)
-    reapplied: list[int] = field(default_factory=list)
-    dropped: list[CommitRecord] = field(default_factory=list)
 
 
 @dataclass
@@ -91,6 +72,7 @@ class Store:
         # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
         self.on_change: list[Callable[[str], None]] = []
         self.changes = ChangeLog()  # what each write touched, so derived state can follow it incrementally
+        self.retention = Retention()  # how long the trash keeps reverted batches (Memory sets it from the settings)
 
     def _changed(self, chat_id: str) -> None:
         for callback in self.on_change:
@@ -254,7 +236,8 @@ class Store:
                                   ("llm_calls", "chat_id"), ("extraction_log", "chat_id"),
                                   ("vector_state", "chat_id"), ("vector_hashes", "chat_id"),
                                   ("message_vectors", "chat_id"), ("vector_pending", "chat_id"),
-                                  ("chat_bindings", "chat_id"), ("chat_forks", "chat_id"), ("recall_cards", "chat_id")):
+                                  ("chat_bindings", "chat_id"), ("chat_forks", "chat_id"), ("recall_cards", "chat_id"),
+                                  ("trash", "chat_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
             self.changes.evict(chat_id)
 
@@ -268,17 +251,7 @@ class Store:
         writes only what changed."""
         with self.transaction(chat_id) as conn:
             self.chat(chat_id)
-            conn.execute("DELETE FROM messages WHERE chat_id=? AND floor >= ?", (chat_id, floor))
-            conn.executemany(
-                "INSERT INTO messages (chat_id, floor, role, name, text, swipe_id, swipes_json, hash, sent_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(chat_id, f, m.role, m.name, m.text, m.swipe_id,
-                  json.dumps(m.swipes, ensure_ascii=False) if m.swipes else None, m.hash, m.sent_at)
-                 for f, m in enumerate(messages, start=floor)],
-            )
-            version = conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=? "
-                                   "RETURNING messages_version", (chat_id,)).fetchone()[0]
-            self.changes.messages_changed(chat_id, version, floor)
+            self.changes.messages_changed(chat_id, write_messages(conn, chat_id, floor, messages), floor)
 
     def stamp(self, chat_id: str) -> tuple[tuple[int, str], int, int]:
         """(epoch, graph version, messages version) in one read: what caches of the chat are keyed on. The epoch
@@ -292,10 +265,7 @@ class Store:
         return self._chat_row(chat_id, "messages_version")["messages_version"]
 
     def messages(self, chat_id: str) -> list[Message]:
-        rows = self.conn.execute("SELECT * FROM messages WHERE chat_id=? ORDER BY floor", (chat_id,))
-        return [Message(role=r["role"], name=r["name"], text=r["text"], swipe_id=r["swipe_id"],
-                        swipes=json.loads(r["swipes_json"]) if r["swipes_json"] else [], sent_at=r["sent_at"])
-                for r in rows]
+        return read_messages(self.conn, chat_id)
 
     # ---- the commit log -----------------------------------------------------------------------
     def commit(self, chat_id: str, ops: Iterable, anchor_floor: int, origin: str,
@@ -327,69 +297,66 @@ class Store:
         params = (chat_id,) if since_floor is None else (chat_id, since_floor)
         return [_record(r) for r in self.conn.execute(sql + " ORDER BY id", params)]
 
-    def rollback(self, chat_id: str, floor: int) -> RollbackResult:
+    def rollback(self, chat_id: str, floor: int, *, reason: str = "rollback", detail: str = "",
+                 messages: Sequence[Message] | None = None) -> RollbackResult:
         """Revert every commit anchored at a floor >= `floor`, newest first, in one transaction.
 
         Commits anchored below `floor` that were made after the earliest reverted one are replayed on top,
-        so the graph ends exactly as if only the commits anchored below `floor` had ever been applied.
+        so the graph ends exactly as if only the commits anchored below `floor` had ever been applied. What was
+        reverted is kept in the trash (`result.batch`; `undo` puts it back), with `reason` and `detail`. With
+        `messages`, the chat's floors from `floor` on are replaced by them in the same transaction (a sync), and
+        the old ones are kept in the batch too.
         """
-        if isinstance(floor, int) and floor > MAX_FLOOR:
-            raise CuratorError(f"cannot roll back to floor {floor}: floors go up to {MAX_FLOOR}")
-        if not isinstance(floor, int) or floor < 0:
-            raise CuratorError(f"cannot roll back to floor {floor}: floors start at 0",
-                               "Floor 0 reverts every commit of the chat; a later floor keeps what came before it.")
-        result = RollbackResult(chat_id, floor)
+        check_floor(floor)
         with self.transaction(chat_id) as conn:
             schema = self.chat(chat_id).schema
-            first = conn.execute("SELECT MIN(id) FROM commits WHERE chat_id=? AND anchor_floor >= ?",
-                                 (chat_id, floor)).fetchone()[0]
-            if first is None:
-                return result
-            suffix = conn.execute("SELECT * FROM commits WHERE chat_id=? AND id >= ? ORDER BY id DESC",
-                                  (chat_id, first)).fetchall()
-            touched = Applier(conn, chat_id, schema, floor, "")  # collects what the restores and replays write
-            for row in suffix:
-                applier = Applier(conn, chat_id, schema, row["anchor_floor"], row["at"])
-                applier.restore(json.loads(row["undo_json"]))
-                touched.touched_nodes |= applier.touched_nodes
-                touched.touched_edges |= applier.touched_edges
-            conn.execute("DELETE FROM commits WHERE chat_id=? AND id >= ?", (chat_id, first))
-            for row in suffix:
-                if row["anchor_floor"] >= floor:
-                    result.reverted.append(_record(row))
-            for row in reversed(suffix):
-                if row["anchor_floor"] < floor:
-                    self._replay(conn, schema, row, result, touched)
+            result, touched = rewind.rollback(conn, chat_id, schema, floor, reason=reason, detail=detail,
+                                              keep_floors=messages is not None, retention=self.retention,
+                                              at=utc_now())
+            if touched is not None:
+                self.changes.graph_changed(chat_id, _bump_version(conn, chat_id), touched.touched_nodes,
+                                           touched.touched_edges)
+            if messages is not None:
+                self.changes.messages_changed(chat_id, write_messages(conn, chat_id, floor, messages), floor)
+        if touched is not None:
+            self._changed(chat_id)
+        return result
+
+    def undo(self, chat_id: str, batch_id: int) -> UndoResult:
+        """Put a trash batch back exactly (rewind.py): its commits in the log and the graph, and the floors it
+        kept in the chat. What the undo displaces (the commits made since) becomes a batch of its own."""
+        if isinstance(batch_id, bool) or not isinstance(batch_id, int):
+            raise CuratorError(f"batch id {batch_id!r} is not an integer")
+        with self.transaction(chat_id) as conn:
+            schema = self.chat(chat_id).schema
+            result, touched, floors = rewind.undo(conn, chat_id, schema, batch_id, retention=self.retention,
+                                                  at=utc_now())
             self.changes.graph_changed(chat_id, _bump_version(conn, chat_id), touched.touched_nodes,
                                        touched.touched_edges)
+            if floors is not None:
+                self.changes.messages_changed(chat_id, write_messages(conn, chat_id, result.floor, floors),
+                                              result.floor)
         self._changed(chat_id)
         return result
 
-    def _replay(self, conn: sqlite3.Connection, schema: Schema, row: sqlite3.Row, result: RollbackResult,
-                touched: Applier | None = None) -> None:
-        conn.execute("SAVEPOINT replay")
-        try:
-            applier = Applier(conn, row["chat_id"], schema, row["anchor_floor"], row["at"])
-            applier.apply(_parse(json.loads(row["ops_json"])))
-        except OpError:
-            if touched is not None:  # what it wrote is rolled back below, but marking it touched is harmless
-                touched.touched_nodes |= applier.touched_nodes
-                touched.touched_edges |= applier.touched_edges
-            conn.execute("ROLLBACK TO replay")
-            conn.execute("RELEASE replay")
-            result.dropped.append(_record(row))
-            return
-        conn.execute("RELEASE replay")
-        if touched is not None:
-            touched.touched_nodes |= applier.touched_nodes
-            touched.touched_edges |= applier.touched_edges
-        conn.execute(
-            "INSERT INTO commits (id, chat_id, anchor_floor, origin, at, ops_json, undo_json, note) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (row["id"], row["chat_id"], row["anchor_floor"], row["origin"], row["at"], row["ops_json"],
-             _dumps(applier.undo_record()), row["note"]),
-        )
-        result.reapplied.append(row["id"])
+    def trash(self, chat_id: str) -> list[TrashBatch]:
+        """The chat's reverted batches, newest first (`undo` restores one)."""
+        self.chat(chat_id)
+        return trash.batches(self.conn, chat_id)
+
+    def trash_batch(self, chat_id: str, batch_id: int) -> tuple[TrashBatch, list[dict], list[Message] | None]:
+        """A batch with its commits (oldest first) and the floors it keeps (None: it keeps none)."""
+        self.chat(chat_id)
+        found, commits, floors, _, _ = trash.contents(self.conn, chat_id, batch_id)
+        return found, commits, floors
+
+    def purge_trash(self, chat_id: str, batch_ids: list[int] | None = None,
+                    older_than_days: float | None = None) -> int:
+        """Drop reverted batches for good (those named, those older than a number of days, or all); returns how
+        many. Nothing else removes them but the retention (`retention`)."""
+        with self.transaction(chat_id) as conn:
+            self.chat(chat_id)
+            return trash.purge(conn, chat_id, batch_ids, older_than_days)
 
     def rebuild_projection(self, chat_id: str) -> int:
         """Throw the graph tables away and replay the whole commit log; returns the commits replayed."""
@@ -406,15 +373,18 @@ class Store:
         self._changed(chat_id)
         return len(rows)
 
-    def clear_graph(self, chat_id: str) -> int:
+    def clear_graph(self, chat_id: str, *, reason: str = "rebuild", detail: str = "",
+                    messages: Sequence[Message] | None = None) -> int:
         """Forget the chat's whole commit log and graph (a full rebuild starts from here); returns the commits
-        removed. Messages and settings stay."""
+        removed. They go to the trash (`undo` brings them back). Messages and settings stay, unless `messages` is
+        given: then they replace the chat's floors in the same transaction (the old ones are kept in the batch)."""
         with self.transaction(chat_id) as conn:
             self.chat(chat_id)
-            removed = conn.execute("DELETE FROM commits WHERE chat_id=?", (chat_id,)).rowcount
-            for table in ("nodes", "node_names", "edges"):
-                conn.execute(f"DELETE FROM {table} WHERE chat_id=?", (chat_id,))
+            removed, _batch = rewind.clear(conn, chat_id, reason=reason, detail=detail,
+                                           keep_floors=messages is not None, retention=self.retention, at=utc_now())
             _bump_version(conn, chat_id)
+            if messages is not None:
+                self.changes.messages_changed(chat_id, write_messages(conn, chat_id, 0, messages), 0)
         self._changed(chat_id)
         return removed
 
@@ -425,35 +395,16 @@ class Store:
         return GraphView(self.conn, chat_id)
 
 
-def _parse(ops: list) -> list:
-    if all(hasattr(op, "op") and not isinstance(op, dict) for op in ops):
-        return ops
-    try:
-        return parse_ops([op if isinstance(op, dict) else op.model_dump(exclude_unset=True) | {"op": op.op}
-                          for op in ops])
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = list(err["loc"])
-        index = loc.pop(0) if loc and isinstance(loc[0], int) else None
-        where = ".".join(str(p) for p in loc if p not in _OP_TAGS)
-        raise OpError(f"{where + ': ' if where else ''}{err['msg']}", index=index) from None
-
-
-_OP_TAGS = {"create_node", "update_node", "archive_node", "delete_node", "link", "unlink", "compact"}
-
-
-def _bump_version(conn: sqlite3.Connection, chat_id: str) -> int:
-    return conn.execute("UPDATE chats SET graph_version = graph_version + 1 WHERE id=? RETURNING graph_version",
-                        (chat_id,)).fetchone()[0]
-
-
-def _record(row: sqlite3.Row) -> CommitRecord:
-    return CommitRecord(row["id"], row["chat_id"], row["anchor_floor"], row["origin"], row["at"],
-                        json.loads(row["ops_json"]), row["note"])
-
-
-def _dumps(data: object) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+def check_floor(floor: object) -> None:
+    """A floor to roll back to: an integer (not a bool, not text) from 0 to MAX_FLOOR."""
+    if isinstance(floor, bool) or not isinstance(floor, int):
+        raise CuratorError(f"cannot roll back to floor {floor!r}: a floor is a whole number",
+                           "Give the floor as an integer, e.g. 7 (not true, not \"7\").")
+    if floor > MAX_FLOOR:
+        raise CuratorError(f"cannot roll back to floor {floor}: floors go up to {MAX_FLOOR}")
+    if floor < 0:
+        raise CuratorError(f"cannot roll back to floor {floor}: floors start at 0",
+                           "Floor 0 reverts every commit of the chat; a later floor keeps what came before it.")
 
 
 def _schema_json(schema: Schema) -> str:

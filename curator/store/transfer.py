@@ -1,5 +1,5 @@
 """Copy a whole store to another engine (`curator store migrate`): a SQLite data directory into PostgreSQL, or
-back. Every chat with its commit log, projection, messages, swipe shelf, usage and extraction logs, and the jobs,
+back. Every chat with its commit log, projection, messages, swipe shelf, trash (reverted batches), usage and extraction logs, and the jobs,
 row for row (commit and log ids kept), in one transaction of the target: a failure leaves the target as it was.
 
 Afterwards each chat is checked on both sides: row counts per table, and digests of its commit log and of its graph
@@ -22,17 +22,18 @@ from curator.store.location import redact
 from curator.store.store import Store
 
 # Parents before children is not needed (no foreign keys), but chats first keeps the copy readable in a trace.
-TABLES = ("chats", "messages", "commits", "nodes", "node_names", "edges", "swipe_shelf", "llm_calls",
+TABLES = ("chats", "messages", "commits", "nodes", "node_names", "edges", "swipe_shelf", "trash", "llm_calls",
           "extraction_log", "jobs", "chat_bindings", "chat_forks", "recall_cards")
 PER_CHAT = {"messages": "chat_id", "commits": "chat_id", "nodes": "chat_id", "node_names": "chat_id",
-            "edges": "chat_id", "swipe_shelf": "chat_id", "llm_calls": "chat_id", "extraction_log": "chat_id",
-            "jobs": "chat_id", "chat_bindings": "chat_id", "chat_forks": "chat_id", "recall_cards": "chat_id"}
-IDENTITY = ("commits", "llm_calls", "extraction_log")  # ids the target must go on counting from
+            "edges": "chat_id", "swipe_shelf": "chat_id", "trash": "chat_id", "llm_calls": "chat_id",
+            "extraction_log": "chat_id", "jobs": "chat_id", "chat_bindings": "chat_id", "chat_forks": "chat_id",
+            "recall_cards": "chat_id"}
+IDENTITY = ("commits", "trash", "llm_calls", "extraction_log")  # ids the target must go on counting from
 DERIVED = ("vector_state", "vector_hashes", "message_vectors", "vector_pending")
 ORDER = {"chats": "id", "messages": "chat_id, floor", "commits": "id", "nodes": "chat_id, id",
          "node_names": "chat_id, name, node_id", "edges": "chat_id, id", "swipe_shelf": "chat_id, floor, text_key",
-         "llm_calls": "id", "extraction_log": "id", "jobs": "id", "chat_bindings": "frontend, scope, file",
-         "chat_forks": "chat_id", "recall_cards": "chat_id, floor"}
+         "trash": "id", "llm_calls": "id", "extraction_log": "id", "jobs": "id",
+         "chat_bindings": "frontend, scope, file", "chat_forks": "chat_id", "recall_cards": "chat_id, floor"}
 BATCH = 1000
 
 Progress = Callable[[str, int, int], None]  # (table, rows copied, rows in all)

@@ -9,6 +9,10 @@ to it restores its commits with no model call.
 
 If the stored hashes or the commit log are damaged, memory is cleared and rebuilt from the chat, and the report
 says so (`rebuilt`, `rebuild_reason`).
+
+Nothing is lost: what a sync reverts (commits and the floors it replaces) goes to the trash as one batch (`batch` in
+the report), which `Memory.undo` puts back. A sync that would leave the chat without a user or assistant message, or
+revert more than `max_revert` commits, can be refused before it changes anything (`RollbackRefused`).
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from curator.errors import CuratorError
+from curator.errors import CuratorError, RollbackRefused
 from curator.extract.extractor import due_floors
+from curator.store.commit_log import count_from
 from curator.store.message_rows import floor_hashes, set_floor_hashes
 from curator.store.messages import Message
 from curator.settings import Settings
@@ -40,6 +45,7 @@ class HistoryReport:
     dirty_floor: int | None = None
     reason: str | None = None  # edited | swiped | deleted | shorter | hash missing
     reverted: list[int] = field(default_factory=list)  # commit ids rolled back
+    batch: int | None = None  # the trash batch keeping what was reverted (`undo` restores it)
     shelved: int = 0  # commits put on the swipe shelf
     restored: list[int] = field(default_factory=list)  # commit ids restored from the shelf (no model call)
     rebuilt: bool = False
@@ -79,6 +85,10 @@ def find_dirty_floor(stored: Sequence[Message], stored_hashes: Sequence[int | No
     return None
 
 
+def _has_chat(messages: Sequence[Message]) -> bool:
+    return any(m.role in ("user", "assistant") for m in messages)
+
+
 def _shelvable(stored: Sequence[Message], merged: Sequence[Message], floor: int) -> bool:
     """The newest reply was replaced or removed, nothing after it: a swipe, a regenerate, an edit of the last
     reply. Its memory may come back, so it is worth keeping."""
@@ -98,8 +108,12 @@ class HistorySync:
         self.store, self.settings, self.shelf = store, settings, shelf
         self.on_floors_dropped = list(on_floors_dropped)
 
-    def sync(self, chat_id: str, messages: Sequence[Message], start: int = 0) -> HistoryReport:
-        """Bring the stored chat and its memory in line with `messages` (the floors from `start` to the end)."""
+    def sync(self, chat_id: str, messages: Sequence[Message], start: int = 0, *, reason: str = "sync",
+             max_revert: int | None = None, allow_empty: bool = True) -> HistoryReport:
+        """Bring the stored chat and its memory in line with `messages` (the floors from `start` to the end).
+        `reason` names the sync in the trash (sync, proxy). Refused (RollbackRefused, nothing changed) when it would
+        revert more than `max_revert` commits (None: no limit), or, unless `allow_empty`, leave a chat that had
+        messages with no user or assistant message."""
         began = time.perf_counter()
         self.store.chat(chat_id)  # ChatNotFound before anything else
         stored = self.store.messages(chat_id)
@@ -116,8 +130,9 @@ class HistorySync:
             hashes = [m.hash for m in stored]
             dirty = find_dirty_floor(stored, hashes, messages, start)
             if dirty is not None:
+                self._check(chat_id, stored, merged, dirty.floor, max_revert, allow_empty)
                 report.dirty_floor, report.reason = dirty.floor, dirty.reason
-                self._roll_back(chat_id, stored, merged, dirty.floor, report)
+                self._roll_back(chat_id, stored, merged, dirty.floor, report, reason)
             elif len(merged) != len(stored):
                 self.store.set_messages_from(chat_id, len(stored), merged[len(stored):])  # floors appended
             self._restore(chat_id, merged, dirty.floor if dirty else len(stored), report)
@@ -127,14 +142,41 @@ class HistorySync:
             log.info("sync %s: %s", chat_id, report.to_dict())
         return report
 
+    def would_revert(self, chat_id: str, messages: Sequence[Message], start: int = 0) -> tuple[int | None, int]:
+        """(the floor a sync of `messages` would roll back from, or None; how many commits it would revert)."""
+        stored = self.store.messages(chat_id)
+        dirty = find_dirty_floor(stored, [m.hash for m in stored], messages, start)
+        if dirty is None:
+            return None, 0
+        return dirty.floor, self._count_from(chat_id, dirty.floor)
+
+    def _count_from(self, chat_id: str, floor: int) -> int:
+        return count_from(self.store, chat_id, floor)
+
+    def _check(self, chat_id: str, stored: list[Message], merged: list[Message], floor: int,
+               max_revert: int | None, allow_empty: bool) -> None:
+        if not allow_empty and not _has_chat(merged) and _has_chat(stored):
+            raise RollbackRefused(f"the sync holds no user or assistant message: it would empty chat {chat_id!r} "
+                                  f"({len(stored)} floors) and revert its memory",
+                                  "Nothing was changed. Check that this is the chat you meant (a file cut by a crash "
+                                  "holds only its header); send `allow_rollback: true` if you mean it.")
+        if max_revert is not None:
+            count = self._count_from(chat_id, floor)
+            if count > max_revert:
+                raise RollbackRefused(f"the sync would revert {count} commits of chat {chat_id!r} (every one anchored "
+                                      f"at floor {floor} or later; more than {max_revert} need a deliberate yes)",
+                                      "Nothing was changed. Send `allow_rollback: true` (CLI: --yes) if you mean "
+                                      "it; what it reverts can be undone (`curator undo`).")
+
     def _roll_back(self, chat_id: str, stored: list[Message], merged: list[Message], floor: int,
-                   report: HistoryReport) -> None:
+                   report: HistoryReport, reason: str = "sync") -> None:
         try:
-            result = self.store.rollback(chat_id, floor)
+            result = self.store.rollback(chat_id, floor, reason=reason, detail=f"floor {floor} {report.reason}",
+                                         messages=merged[floor:])
         except (CuratorError, ValueError, KeyError, TypeError) as exc:  # an undo record that cannot be read
             self._rebuild(chat_id, merged, report, f"the commit log cannot be rolled back to floor {floor}: {exc}")
             return
-        report.reverted = [c.id for c in result.reverted]
+        report.reverted, report.batch = [c.id for c in result.reverted], result.batch
         if _shelvable(stored, merged, floor):
             self.shelf.drop(chat_id, floor + 1)
             self.shelf.put(chat_id, floor, stored[floor], result.reverted)
@@ -142,7 +184,6 @@ class HistorySync:
         else:
             self.shelf.drop(chat_id, floor)
         self.floors_dropped(chat_id, floor)
-        self.store.set_messages_from(chat_id, floor, merged[floor:])
 
     def _restore(self, chat_id: str, merged: list[Message], floor: int, report: HistoryReport) -> None:
         """The reply now at the first new floor may be one the shelf knows (a swipe back)."""
@@ -164,12 +205,12 @@ class HistorySync:
     def _rebuild(self, chat_id: str, merged: list[Message], report: HistoryReport, reason: str) -> None:
         log.warning("chat %s: %s; clearing its memory and rebuilding it from the chat", chat_id, reason)
         report.rebuilt, report.rebuild_reason, report.dirty_floor = True, reason, 0
-        self.clear(chat_id)
-        self.store.set_messages(chat_id, merged)
+        self.clear(chat_id, messages=merged, detail=reason)
 
-    def clear(self, chat_id: str) -> int:
-        """Forget the chat's whole memory before a rebuild; returns the commits removed."""
-        removed = clear_memory(self.store, self.shelf, chat_id)
+    def clear(self, chat_id: str, messages: Sequence[Message] | None = None, detail: str = "") -> int:
+        """Forget the chat's whole memory before a rebuild (into the trash); returns the commits removed. With
+        `messages`, they become the chat's floors in the same transaction."""
+        removed = clear_memory(self.store, self.shelf, chat_id, messages=messages, detail=detail)
         self.floors_dropped(chat_id, 0)
         return removed
 
@@ -179,10 +220,12 @@ class HistorySync:
             callback(chat_id, floor)
 
 
-def clear_memory(store: Store, shelf: Shelf, chat_id: str) -> int:
-    """Forget a chat's whole memory (commit log, graph, shelf), keeping its messages and settings. Returns the
-    commits removed. The next extraction starts again from the first floor."""
-    removed = store.clear_graph(chat_id)
+def clear_memory(store: Store, shelf: Shelf, chat_id: str, messages: Sequence[Message] | None = None,
+                 detail: str = "") -> int:
+    """Forget a chat's whole memory (commit log, graph, shelf; the log goes to the trash), keeping its settings,
+    and its messages unless `messages` replaces them. Returns the commits removed. The next extraction starts
+    again from the first floor."""
+    removed = store.clear_graph(chat_id, reason="rebuild", detail=detail, messages=messages)
     shelf.drop(chat_id, 0)
     return removed
 

@@ -15,10 +15,11 @@ from pydantic_ai.models import Model
 from curator.schemas import SchemaError
 
 from curator import __version__
-from curator.errors import ChatExists, CuratorError, NotFound, StoreLocked
+from curator.errors import ChatExists, CuratorError, NotFound, RollbackRefused, StoreLocked
 from curator.api.memory import Memory
 from curator.llm.access import NO_MODELS, Models
-from curator.service.server import routes_chats, routes_events, routes_frontends, routes_graph, routes_panel, routes_work
+from curator.service.server import (routes_chats, routes_events, routes_frontends, routes_graph, routes_panel,
+                                    routes_trash, routes_work)
 from curator.service.server.request_guard import SitePolicy
 from curator.service.server.security import BodyTooLarge, GuardMiddleware, Limits, error_body
 from curator.service.server.state import build_service
@@ -89,7 +90,7 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     app.state.service = service
     app.state.service_token = config.token
     app.add_middleware(GuardMiddleware, token=config.token, limits=config.limits, policy=config.site)
-    for module in (routes_chats, routes_graph, routes_work, routes_frontends, routes_events):
+    for module in (routes_chats, routes_graph, routes_work, routes_frontends, routes_events, routes_trash):
         app.include_router(module.router, prefix="/api/v1")
     routes_panel.install(app)  # the panel's extra reads (overview, last injection, ...) under /api/v1
     from curator.service.panel import mount_panel
@@ -112,6 +113,8 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
 def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(CuratorError)
     async def curator_error(request: Request, exc: CuratorError):
+        if isinstance(exc, RollbackRefused):
+            return error_body(409, "rollback_refused", str(exc), exc.hint)
         status = (404 if isinstance(exc, NotFound) else 409 if isinstance(exc, ChatExists)
                   else 503 if isinstance(exc, StoreLocked) else 400)
         return error_body(status, type(exc).__name__, str(exc), exc.hint)

@@ -42,6 +42,10 @@ class SyncIn(Strict):
     start: int | None = Field(default=None, ge=0, description="floor of the first message (a tail window); "
                               "default: the first message's `floor`, or 0")
     extract: bool = Field(default=True, description="queue re-extraction of the floors now due, as a job")
+    allow_rollback: bool = Field(default=False, description=(
+        "revert memory even when the sync would empty the chat or revert more than `history.ask_above` commits "
+        "(3 by default); without it such a sync is refused with 409 `rollback_refused`. What a sync reverts is "
+        "kept either way (`batch` in the answer; POST .../undo restores it)"))
 
 
 def window(body: SyncIn) -> tuple[list[Message], int]:

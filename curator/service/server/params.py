@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Query
+from fastapi import Path, Query
 
 MAX_INT = 2**62  # below SQLite's 2^63, with room for floor arithmetic
 MAX_PAGE = 5000
@@ -15,3 +15,4 @@ OptionalFloor = Annotated[int | None, Query(ge=0, le=MAX_INT)]
 Offset = Annotated[int, Query(ge=0, le=MAX_INT)]
 Level = Annotated[int | None, Query(ge=0, le=1000)]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+BatchId = Annotated[int, Path(ge=1, le=MAX_INT)]

@@ -145,7 +145,11 @@ def get_messages(chat_id: str, service: ServiceDep, start: Floor = 0, limit: Lim
 @router.post("/chats/{chat_id}/sync")
 async def sync(chat_id: str, body: SyncIn, service: ServiceDep) -> dict:
     """Follow the chat: roll memory back from the earliest changed floor (or restore it from the swipe shelf)
-    and queue re-extraction of what is due as a job."""
+    and queue re-extraction of what is due as a job. What it reverts is kept as a trash batch (`batch`; POST
+    .../undo restores it). A sync that would empty the chat or revert more than a few commits needs
+    `allow_rollback: true`."""
     messages, start = window(body)
-    report, job = await run_in_threadpool(service.sync, chat_id, messages, start, body.extract)
+    limit = None if body.allow_rollback else service.memory.settings.history.ask_above
+    report, job = await run_in_threadpool(service.sync, chat_id, messages, start, body.extract, max_revert=limit,
+                                          allow_empty=body.allow_rollback)
     return {**report.to_dict(), "job": job}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 from fastapi.concurrency import run_in_threadpool
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from curator.schemas import schema_from_data
 
@@ -18,15 +18,18 @@ from curator.llm.usage import extraction_failures
 from curator.store.commit_log import newest_commit
 from curator.store.usage import recent_steps
 from curator.service.server.deps import ServiceDep, Strict
+from curator.service.server.params import MAX_INT
 from curator.service.server.routes_work import RecallIn
 
 router = APIRouter(tags=["panel"])
 
 RECENT = 10  # recent extractions and recalls shown on the overview
+RECENT_REVERTED = 3  # the newest reverted batches shown on the overview, each with its Restore button
 
 
 class RollbackIn(Strict):
-    floor: int = Field(ge=0, description="undo every commit anchored at or after this floor")
+    floor: StrictInt = Field(ge=0, le=MAX_INT, description="undo every commit anchored at or after this floor (an "
+                             "integer: not true, not \"7\")")
 
 
 def install(app: FastAPI) -> None:
@@ -64,6 +67,7 @@ def overview(chat_id: str, service: ServiceDep) -> dict:
         "usage": memory.usage(chat_id)["usage"],
         "recent_extractions": extractions,
         "recent_recalls": list(log.recent.get(chat_id, ())),
+        "reverted": [b.to_dict() for b in memory.trash(chat_id)[:RECENT_REVERTED]],  # each restorable in one click
         "jobs": service.jobs.list(chat_id, 5),
     }
 
@@ -108,12 +112,13 @@ async def try_recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
 
 @router.post("/chats/{chat_id}/rollback")
 def rollback(chat_id: str, body: RollbackIn, service: ServiceDep) -> dict:
-    """Undo every commit anchored at or after `floor` (the chat's messages stay as they are)."""
+    """Undo every commit anchored at or after `floor` (the chat's messages stay as they are). What it reverts is
+    kept as a trash batch (`batch`; POST .../undo restores it)."""
     with service.writer(chat_id):
         service.memory.chat(chat_id)
-        result = service.memory.rollback(chat_id, body.floor)
+        result = service.memory.rollback(chat_id, body.floor, detail="the panel")
     service.evict_floors(chat_id, body.floor)
-    return {"chat": chat_id, "floor": body.floor, "reverted": [c.id for c in result.reverted],
+    return {"chat": chat_id, "floor": body.floor, "reverted": [c.id for c in result.reverted], "batch": result.batch,
             "graph_version": service.memory.store.graph_version(chat_id)}
 
 

@@ -43,11 +43,14 @@ class Service:
         with self.locks(chat_id):
             yield
 
-    def sync(self, chat_id: str, messages: list, start: int = 0, extract: bool = True) -> tuple[HistoryReport, dict | None]:
+    def sync(self, chat_id: str, messages: list, start: int = 0, extract: bool = True, *, reason: str = "sync",
+             max_revert: int | None = None, allow_empty: bool = True) -> tuple[HistoryReport, dict | None]:
         """Sync under the chat's writer lock, then queue re-extraction of what is due (one job per chat) when the
-        chat's extraction channel includes the built-in extractor."""
+        chat's extraction channel includes the built-in extractor. `reason`, `max_revert`, `allow_empty`: as for
+        `Memory.sync`."""
         with self.writer(chat_id):
-            report = self.memory.sync(chat_id, messages, start)
+            report = self.memory.sync(chat_id, messages, start, reason=reason, max_revert=max_revert,
+                                      allow_empty=allow_empty)
             # one job writes what is due with the chat's channel (curator/extract/channel.py); `off`: nothing is due
             job = self.jobs.submit(chat_id, "extract", reuse_active=True) if extract and report.due else None
         return report, job

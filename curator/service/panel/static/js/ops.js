@@ -4,6 +4,7 @@
 
 import { chatPath, enc, get, post, servicePaths, waitJob } from "./api.js";
 import { clear, download, h, jobProgress, reportError, table, toast } from "./dom.js";
+import { trashTable } from "./trash.js";
 
 // Maintenance passes: [label, id, path under the chat, the API path it needs, takes a dry run]. Offered when the
 // service has the endpoint.
@@ -21,6 +22,7 @@ export async function render(ctx, section) {
   const jobsBox = h("div", { id: "ops-jobs" });
   const progress = h("div", { id: "ops-progress" });
   const history = h("div", { id: "ops-history" });
+  const trashBox = h("div", { id: "ops-trash" });
   const paths = await servicePaths().catch(() => new Set());
   const chat = ctx.chat;
   const has = (rest) => paths.has(`/api/v1/chats/{chat_id}${rest}`);
@@ -76,6 +78,7 @@ export async function render(ctx, section) {
       h("div", { class: "row" }, importFile, importChat, importMode, importFloor,
         h("button", { id: "import-run", onclick: () => importGraph(importFile, importChat.value, importMode.value, importFloor.value) }, "Import graph"))),
     chat ? h("div", { class: "box" }, h("h2", {}, "Jobs"), jobsBox) : null,
+    chat ? h("div", { class: "box" }, h("h2", {}, "Reverted (the trash: every rollback can be undone)"), trashBox) : null,
     chat ? h("div", { class: "box" }, h("h2", {}, "History (commits, newest first)"), history) : null);
   if (chat) await Promise.all([showJobs(chat, jobsBox), showHistory(ctx, history, runJob)]);
 }
@@ -100,7 +103,7 @@ async function rollback(ctx, floor, history, runJob) {
   if (!confirm(`Undo every commit of ${ctx.chat} anchored at floor ${floor} or later?`)) return;
   try {
     const result = await post(chatPath(ctx.chat, "/rollback"), { floor: Number(floor) });
-    toast(`Rolled back ${result.reverted.length} commit(s)`);
+    toast(`Rolled back ${result.reverted.length} commit(s)` + (result.batch ? ` — kept as batch #${result.batch}: Restore brings it back` : ""));
     await showHistory(ctx, history, runJob);
   } catch (err) { reportError(err); }
 }
@@ -117,6 +120,11 @@ async function showJobs(chat, box) {
 }
 
 async function showHistory(ctx, box, runJob) {
+  const trashBox = document.getElementById("ops-trash");
+  if (trashBox) {
+    const { batches } = await get(chatPath(ctx.chat, "/trash"));
+    clear(trashBox, trashTable(ctx, batches, () => showHistory(ctx, box, runJob)));
+  }
   const { commits } = await get(chatPath(ctx.chat, "/commits"));
   const newest = commits.slice(-200).reverse();
   clear(box, newest.length ? table([

@@ -2,6 +2,7 @@
 
 import { chatPath, get } from "./api.js";
 import { card, clear, h, num, pct, table } from "./dom.js";
+import { trashTable } from "./trash.js";
 
 export async function render(ctx, section) {
   if (!ctx.chat) return;
@@ -32,6 +33,8 @@ export async function render(ctx, section) {
       h("div", { class: "box" }, h("h2", {}, "Nodes per type"),
         table([{ label: "type", key: "type" }, { label: "active", key: "active" }, { label: "archived", key: "archived" }],
           Object.entries(s.by_type).map(([type, c]) => ({ type, ...c }))))),
+    h("div", { class: "box", id: "overview-reverted" }, h("h2", {}, "Recently reverted (restore in one click)"),
+      trashTable(ctx, o.reverted || [], () => render(ctx, section))),
     h("h2", {}, "LLM usage per task"),
     Object.keys(o.usage).length > 1 ? table([
       { label: "task", key: "task" }, { label: "calls", key: "calls" }, { label: "failed", key: "failed_calls" },
