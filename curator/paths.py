@@ -30,3 +30,15 @@ def example_file(name: str) -> Path:
     if checkout.is_file():
         return checkout
     raise FileNotFoundError(f"example file {name!r} is not installed")
+
+
+def sillytavern_extension() -> Path:
+    """The SillyTavern extension's folder (`manifest.json`, `index.js`, ...). The wheel carries it inside the package
+    (`curator/integrations/sillytavern`); a checkout or an editable install finds it in `integrations/sillytavern/`."""
+    packaged = Path(str(resources.files(__package__).joinpath("integrations", "sillytavern")))
+    if (packaged / "manifest.json").is_file():
+        return packaged
+    checkout = Path(__file__).resolve().parent.parent / "integrations" / "sillytavern"
+    if (checkout / "manifest.json").is_file():
+        return checkout
+    raise FileNotFoundError("the SillyTavern extension is not installed with this package")

@@ -173,13 +173,15 @@ class _QuietServer(ThreadingHTTPServer):
 class Upstream:
     """The chat model behind the proxy, on loopback. Each generation answers with the next queued text (a list of
     texts for `n` choices); a request with an empty queue answers "...". Streams when asked; `/v1/models` lists
-    one model. Records every request's body and headers."""
+    one model. Records every request's body and headers. With `tools` (a curator.testing responder), a request that
+    offers tools (the memory service's extraction) is answered by it."""
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, tools=None):
         self.queue: list[list[str]] = []
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.delay = delay
+        self.tools = tools  # a responder (curator.testing) for requests with tools: memory's own extraction calls
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -195,6 +197,8 @@ class Upstream:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])) or b"{}")
                 upstream.requests.append(body)
                 upstream.headers.append({k.lower(): v for k, v in self.headers.items()})
+                if upstream.tools is not None and body.get("tools"):
+                    return self._send(200, "application/json", json.dumps(upstream.tools(body)))
                 if upstream.delay:
                     time.sleep(upstream.delay)
                 texts = upstream.queue.pop(0) if upstream.queue else ["..."]

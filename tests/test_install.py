@@ -80,4 +80,5 @@ def test_the_wheel_adds_one_import_name(tmp_path):
     top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top == {"curator"}
     assert {"curator/tools/__init__.py", "curator/schemas/presets/default.yaml",
-            "curator/prompts/templates/extract_system.md", "curator/examples/lantern_road.jsonl"} <= set(names)
+            "curator/prompts/templates/extract_system.md", "curator/examples/lantern_road.jsonl",
+            "curator/integrations/sillytavern/manifest.json", "curator/integrations/sillytavern/index.js"} <= set(names)

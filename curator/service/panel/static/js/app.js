@@ -73,7 +73,8 @@ async function showTab(name, arg) {
 async function loadChats() {
   const select = document.getElementById("chat-select");
   const { chats } = await get("/chats");
-  const wanted = ctx.chat || localStorage.getItem(CHAT_KEY);
+  // `/panel/?chat=ID` (SillyTavern's Memory drawer embeds the panel that way) picks the chat on first load
+  const wanted = ctx.chat || new URLSearchParams(location.search).get("chat") || localStorage.getItem(CHAT_KEY);
   clear(select, chats.map((id) => h("option", { value: id }, id)));
   ctx.chat = chats.includes(wanted) ? wanted : chats[0] || null;
   if (ctx.chat) select.value = ctx.chat;
