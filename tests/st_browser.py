@@ -112,9 +112,12 @@ class Tavern:
         self.page.wait_for_function("SillyTavern.getContext().onlineStatus !== 'no_connection'")
 
     def idle(self) -> None:
-        """SillyTavern is not generating, and every event the extension queued has reached the service."""
+        """SillyTavern is not generating, every event the extension queued has reached the service, and the service
+        holds the chat as SillyTavern does."""
         self.page.wait_for_function("document.querySelector('#send_but') && "
                                     "getComputedStyle(document.querySelector('#send_but')).display !== 'none'")
+        self.page.evaluate("window.__memoryCurator.idle()")
+        self.page.wait_for_function("window.__memoryCurator.inSync()")
         self.page.evaluate("window.__memoryCurator.idle()")
 
     def bound(self) -> dict:
@@ -193,6 +196,41 @@ class Tavern:
         self.page.click("dialog.popup .popup-button-ok")
         self.page.wait_for_function(f"SillyTavern.getContext().getCurrentChatId() !== {json.dumps(before)}")
         return self.bound()
+
+    def swipe(self, direction: str) -> None:
+        """The last message's swipe arrow: right past the last swipe generates a new one; left goes back."""
+        last = self.page.evaluate("(() => { const c = SillyTavern.getContext().chat; const m = c[c.length - 1]; "
+                                  "return {count: (m.swipes || [m.mes]).length, id: m.swipe_id || 0}; })()")
+        self.page.evaluate(f"$('#chat .mes').last().find('.swipe_{direction}').trigger('click')")
+        if direction == "right" and last["id"] == last["count"] - 1:
+            self.page.wait_for_function(f"(() => {{ const c = SillyTavern.getContext().chat; const m = c[c.length - 1]; "
+                                        f"return (m.swipes || []).length === {last['count'] + 1} && m.swipe_id === {last['count']}"
+                                        f" && m.mes === m.swipes[m.swipe_id]; }})()")
+        else:
+            target = last["id"] + (1 if direction == "right" else -1)
+            self.page.wait_for_function(f"(() => {{ const c = SillyTavern.getContext().chat; "
+                                        f"return c[c.length - 1].swipe_id === {target}; }})()")
+        self.idle()
+
+    def slash(self, command: str) -> None:
+        """A slash command typed into the send box."""
+        self.page.fill("#send_textarea", command)
+        self.page.click("#send_but")
+
+    def rename(self, name: str) -> dict:
+        """`/renamechat` (the chat manager's pencil does the same)."""
+        self.slash(f"/renamechat {name}")
+        self.page.wait_for_function(f"SillyTavern.getContext().getCurrentChatId() === {json.dumps(name)}")
+        return self.bound()
+
+    def delete_chat(self, keep_memory: bool) -> None:
+        """`/delchat` (it confirms SillyTavern's own question itself); then the extension's question, answered."""
+        before = self.page.evaluate("SillyTavern.getContext().getCurrentChatId()")
+        self.slash("/delchat")
+        self.page.click("dialog.popup:has-text('Delete its memory too?') "
+                        + (".popup-button-cancel" if keep_memory else ".popup-button-ok"))
+        self.page.wait_for_function(f"SillyTavern.getContext().getCurrentChatId() !== {json.dumps(before)}")
+        self.bound()
 
     def close(self) -> None:
         if self.page is not None:

@@ -36,6 +36,7 @@ RESULT_KEYS["index_commit_overhead"] = {"link", "link_cpu", "move", "move_cpu", 
                                         "rollback_cpu", "nodes_active"}
 RESULT_KEYS["curator_tools"] = {"tools", "compaction"}
 RESULT_KEYS["maintenance"] = {"compression", "consolidation"}
+RESULT_KEYS["fork_cost"] = {"parent_bytes", "parent_index_ms", "forks"}
 LATENCY_KEYS = {"p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms"}
 ROLLBACK_ROW_KEYS = {
     "size", "built_commits", "truncated", "build_s", "build_commits_per_s", "rollback_ms", "rollback_ms_runs",
@@ -180,3 +181,11 @@ def test_store_engines_quick(postgres_server):
     assert {row["engine"] for row in results["recall"]} == {"sqlite", "postgresql"}
     assert all(row["commits_per_s"] > 0 and row["rollback_ms_median"] > 0 for row in results["commits"])
     assert {row["statement"] for row in results["overhead"]} == {"upsert", "select by key"}
+
+
+def test_fork_cost_quick():
+    forks = run_quick("fork_cost")["results"]["forks"]
+    assert [f["floor"] for f in forks] == [3, 19, 35, 39]
+    for fork in forks:  # copy-on-write would skip the commit rows, never more
+        assert fork["bytes_cow"] + fork["commit_bytes"] == fork["bytes_copied_log"]
+        assert fork["copied_log_ms"] >= fork["cow_ms"]

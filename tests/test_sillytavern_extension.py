@@ -4,13 +4,15 @@ SillyTavern talks to a chat model on loopback (Chat Completion, Custom OpenAI-co
 with SillyTavern's own "Install extension" (a git clone of a local repository) and talks to `curator serve` (started
 with `--allow-origin` SillyTavern's origin), which has no model configured: extraction uses the model the extension
 names, SillyTavern's connection, so every LLM call crosses the wire and is counted there. The session: open a
-character, chat 10 turns, edit a message 8 floors back, branch at floor 5 and chat in the branch, switch between the
-branch and its parent, start a new chat, a group chat of two characters (the second card carries a schema), then
-turn the named model off and see SillyTavern say that the new chat's memory is not being written.
+character, chat 10 turns, swipe to a new reply and back, edit a message 8 floors back, branch at floor 5 and chat in
+the branch, switch between the branch and its parent, start a new chat and rename it, a group chat of two characters
+(the second card carries a schema), delete a chat (and its memory, as the extension offers), then turn the named
+model off and see SillyTavern say that the new chat's memory is not being written.
 
 Asserted: each chat's commit log (one extraction commit per reply floor, the branch's copied from its parent up to
 floor 5) and graph (equal to a fresh ingest of the chat as SillyTavern holds it), the extraction calls (one per
-reply; the replies after an edit once more; none for opening a branch or switching back), the memory block in the
+reply; the replies after an edit once more; none for swiping back, opening a branch, switching back or renaming),
+the memory block in the
 prompts SillyTavern sent, the speaker of each group reply, the recall card and the embedded panel in the drawer.
 
 Needs node + npm, SillyTavern's tarball, chromium and git (skipped with the reason otherwise; `.ci/run` installs
@@ -168,6 +170,12 @@ def test_a_role_play_session_in_sillytavern(session):
     assert card["reply_floor"] == 20 and card["speaker_requested"] == "Eileen"
     assert any(card["text"].strip() == m["content"].strip() for m in generations[-1]["messages"])  # what was sent
 
+    # a swipe: a new reply for the last message (one call), the old one's memory shelved; swiping back restores it
+    upstream.queue.append([reply_text(20, variant=5)])
+    step("swipe to a new reply", 1, lambda: ui.swipe("right") or main)
+    step("swipe back", 0, lambda: ui.swipe("left") or main)
+    assert_exact(ui, server, memory, work, main["chat"])
+
     # an edit 8 floors back (floor 12): memory rolls back from there and the 5 replies from there are extracted again
     step("edit floor 12", 5, lambda: ui.edit(12, "Tobin went to the chapel and found a candle.") or main)
     events = ui.page.evaluate("window.__memoryCurator.client.events(window.__memoryCurator.state.chat)")["events"]
@@ -200,6 +208,8 @@ def test_a_role_play_session_in_sillytavern(session):
     upstream.queue.append([reply_text(2, variant=4)])
     step("a turn in the new chat", 1, lambda: ui.send("Where are we now?") or new)
     assert_exact(ui, server, memory, work, new["chat"])
+    renamed = step("rename the new chat", 0, lambda: ui.rename("The other road"))
+    assert renamed["chat"] == new["chat"] and renamed["action"] == "renamed"
 
     # a group of two: both greet, both answer each message; each reply's recall is for the one about to speak;
     # Mira's card carries the `bme` schema, so the group's memory uses it
@@ -225,6 +235,19 @@ def test_a_role_play_session_in_sillytavern(session):
     assert "active nodes" in panel.inner_text("#tab-overview")
     ui.page.click("#memory_curator_drawer .mc-tabs [data-tab='status']")
     ui.page.wait_for_selector("#memory_curator_drawer [data-state='ok']")
+    status = ui.page.inner_text("#memory_curator_drawer .mc-body")
+    assert "Memory is being written" in status and "for Eileen" in status and "null" not in status
+    ui.page.screenshot(path=str(work / "drawer.png"))
+    ui.page.click("#memory_curator_drawer .mc-close")
+
+    # deleting a chat in SillyTavern asks whether its memory goes too: yes
+    ui.page.evaluate("window.__memoryCurator.settings().ask_on_delete = true")
+    ui.select_character("Eileen")  # her current chat: the renamed one
+    assert ui.page.evaluate("SillyTavern.getContext().getCurrentChatId()") == "The other road"
+    ui.delete_chat(keep_memory=False)
+    ui.page.wait_for_function("document.querySelector('#toast-container') && "
+                              "document.querySelector('#toast-container').innerText.includes('Its memory was deleted')")
+    assert not memory.store.has_chat(new["chat"]) and memory.store.has_chat(main["chat"])
 
     # no model named and none configured: SillyTavern says this chat's memory is not being written
     ui.page.evaluate("window.__memoryCurator.settings().model_source = 'none'")

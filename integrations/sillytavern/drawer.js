@@ -52,6 +52,9 @@ export class Drawer {
         document.body.append(this.root);
     }
 
+    /** Put `children` in the drawer's body (null and false are left out). */
+    fill(...children) { this.body.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false)); }
+
     get open() { return !this.root.hidden; }
 
     toggle(force) {
@@ -84,7 +87,7 @@ export class Drawer {
         for (const b of this.tabs.querySelectorAll('button')) b.classList.toggle('mc-active', b.dataset.tab === tab);
         this.root.querySelector('.mc-chat').textContent = this.state.chat ? ` · ${this.state.id?.label || ''}` : '';
         if (!this.state.chat) {
-            this.body.replaceChildren(h('p', { class: 'mc-muted' }, this.problem
+            this.fill(h('p', { class: 'mc-muted' }, this.problem
                 || 'No memory for this chat yet: open a chat (and check Extensions > Memory Curator).'));
             return;
         }
@@ -94,7 +97,7 @@ export class Drawer {
             else if (tab === 'settings') await this.settingsTab();
             else await this.statusTab();
         } catch (error) {
-            this.body.replaceChildren(h('p', { class: 'mc-bad' },
+            this.fill(h('p', { class: 'mc-bad' },
                 error instanceof ServiceError ? `${error.message}. ${error.hint}` : String(error)));
         }
     }
@@ -104,14 +107,14 @@ export class Drawer {
         if (this.floor === null && this.state.lastCard) return this.renderCard(this.state.lastCard);
         const floor = this.floor ?? (await this.client.get(this.client.chatPath(this.state.chat, '/cards'))).floors.at(-1);
         if (floor === undefined) {
-            this.body.replaceChildren(h('p', { class: 'mc-muted' }, 'No reply has been generated with memory in this chat yet.'));
+            this.fill(h('p', { class: 'mc-muted' }, 'No reply has been generated with memory in this chat yet.'));
             return;
         }
         try {
             this.renderCard(await this.client.card(this.state.chat, floor));
         } catch (error) {
             if (!(error instanceof ServiceError && error.status === 404)) throw error;
-            this.body.replaceChildren(h('p', { class: 'mc-muted' }, `No recall card for message #${floor} (it was not `
+            this.fill(h('p', { class: 'mc-muted' }, `No recall card for message #${floor} (it was not `
                 + 'generated with memory, or not since this chat was opened with the extension).'));
         }
     }
@@ -129,7 +132,7 @@ export class Drawer {
         }
         const left = card.left_out_count ? h('p', { class: 'mc-muted' },
             `${card.left_out_count} more left out (${(card.left_out || []).slice(0, 5).map((x) => `${x.title || x.id}: ${x.why || x.reason || ''}`).join('; ')})`) : null;
-        this.body.replaceChildren(
+        this.fill(
             h('p', { class: 'mc-card-head' },
                 `Message #${card.reply_floor ?? card.floor} · ${card.generation_type || 'normal'}`
                 + (card.speaker_requested ? ` · for ${card.speaker_requested}` : '')
@@ -150,7 +153,7 @@ export class Drawer {
             this.frame = h('iframe', { class: 'mc-frame', src: this.client.panelUrl(this.state.chat),
                 title: 'Memory panel', referrerpolicy: 'no-referrer' });
         }
-        this.body.replaceChildren(
+        this.fill(
             h('div', { class: 'mc-row' }, h('small', { class: 'mc-muted' }, 'The memory panel of this chat: graph, nodes, schema, operations.'),
                 h('button', { class: 'menu_button', onclick: () => { this.frame = null; this.panelTab(); } }, 'Reload'),
                 h('a', { href: this.client.panelUrl(this.state.chat), target: '_blank', rel: 'noopener noreferrer' }, 'Open in a tab')),
@@ -201,7 +204,7 @@ export class Drawer {
             result.textContent = `The character card now carries the schema “${schema.name}”: new chats of this character use it.`;
             result.className = 'mc-ok';
         };
-        this.body.replaceChildren(
+        this.fill(
             h('p', { class: 'mc-muted' }, `Schema: ${chat.schema} · ${chat.floors} messages · memory chat ${chat.id}`),
             h('h4', {}, 'Extraction'), field('Extract every N replies', every), field('Who writes memory', channel),
             h('h4', {}, 'Recall'), field('Mode', mode), field('Budget (tokens)', budget),
@@ -219,7 +222,7 @@ export class Drawer {
         const ex = status.extraction || {};
         const model = ex.model ? `${ex.model.model}${ex.model.base_url ? ' at ' + ex.model.base_url : ''} (${ex.model.source})` : 'none';
         const b = status.binding || {};
-        this.body.replaceChildren(
+        this.fill(
             this.problem ? h('p', { class: 'mc-bad' }, this.problem) : null,
             h('p', { class: ex.state === 'ok' ? 'mc-ok' : ex.state === 'off' ? 'mc-muted' : 'mc-bad', 'data-state': ex.state },
                 ex.state === 'ok' ? `Memory is being written (${model}).` : `${ex.message}${ex.hint ? '. ' + ex.hint : ''}`),

@@ -329,7 +329,9 @@ jQuery(async () => {
     addMenuEntry();
     addMessageButtons();
     window['memoryCuratorInterceptor'] = interceptor;
-    window['__memoryCurator'] = { idle, state, client, settings, synced }; // for tests and the bench
+    // for tests and the bench: `inSync()` says whether the service has the chat as SillyTavern holds it now
+    const inSync = () => !settings().enabled || !current() || (state.chat !== null && synced.unchanged(floors()));
+    window['__memoryCurator'] = { idle, inSync, state, client, settings, synced };
     eventSource.on(event_types.CHAT_CHANGED, () => { openChat().catch(serviceProblem); });
     eventSource.on(event_types.GENERATION_STARTED, onGenerationStarted);
     eventSource.on(event_types.MESSAGE_RECEIVED, onEvent('message_received'));
