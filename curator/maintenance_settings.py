@@ -17,30 +17,32 @@ class _Strict(BaseModel):
 class ConsolidationSettings(_Strict):
     """Mem0-style dedupe/merge of each extraction's new nodes against their vector neighbours."""
 
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="dedupe / merge each step's new nodes (with auto)")
     # vector top-1 similarity that triggers the gate; None: the embedder's own (`duplicate_similarity`: 0.85 for e5,
     # whose unrelated texts already sit near 0.8; 0.6 for the static vectors, whose paraphrases reach 0.74-0.92)
-    threshold: float | None = Field(default=None, ge=0, le=1)
-    min_new_nodes: int = Field(default=2, ge=1)  # a step with this many new nodes runs without a trigger
-    neighbours: int = Field(default=5, ge=1, le=50)  # neighbours shown to the model per new node
-    evolution_strength: float = Field(default=0.7, ge=0, le=1)  # strength of the `related` edges evolution adds
+    threshold: float | None = Field(default=None, ge=0, le=1, description="similarity that opens the gate "
+                                    "(empty: the embedder's own)")
+    min_new_nodes: int = Field(default=2, ge=1, description="a step with this many new nodes opens the gate")
+    neighbours: int = Field(default=5, ge=1, le=50, description="neighbours shown to the model per new node")
+    evolution_strength: float = Field(default=0.7, ge=0, le=1, description="strength of the links evolution adds")
 
 
 class CompressionSettings(_Strict):
     """Scheduling of the built-in hierarchical compression (the windows are per type, in the schema)."""
 
-    auto: bool = True
-    every: int = Field(default=10, ge=1, le=500)  # extractions between scheduled runs
-    max_chars: int = Field(default=800, ge=50)  # a summary's text at most (all fields together)
-    concurrency: int = Field(default=4, ge=1, le=32)  # batches summarized at once
+    auto: bool = Field(default=True, description="scheduled compression (with auto)")
+    every: int = Field(default=10, ge=1, le=500, description="extractions between scheduled runs")
+    max_chars: int = Field(default=800, ge=50, description="a summary's text at most (all fields together)")
+    concurrency: int = Field(default=4, ge=1, le=32, description="batches summarized at once")
 
 
 class SummarySettings(_Strict):
     """Small summaries every few extractions, rolled up into ever coarser ones."""
 
-    enabled: bool = True
-    type: str = "synopsis"  # the schema type that holds them; a schema without it has no summaries
-    small_every: int = Field(default=3, ge=1, le=100)
+    enabled: bool = Field(default=True, description="small synopses and their roll-ups (with auto)")
+    type: str = Field(default="synopsis", description="the schema type that holds them (a schema without it has "
+                      "no summaries)")
+    small_every: int = Field(default=3, ge=1, le=100, description="extractions per small synopsis")
     small_chars: tuple[int, int] = (80, 220)
     rollup_fan_in: int = Field(default=3, ge=2, le=10)
     rollup_chars: tuple[int, int] = (120, 260)
@@ -49,9 +51,9 @@ class SummarySettings(_Strict):
 class ForgettingSettings(_Strict):
     """The sleep cycle: archive (never delete) what has little retention value left."""
 
-    enabled: bool = False
-    every: int = Field(default=10, ge=1)  # extractions between scheduled cycles
-    threshold: float = Field(default=0.5, ge=0)
+    enabled: bool = Field(default=False, description="archive what has little retention value left (with auto)")
+    every: int = Field(default=10, ge=1, description="extractions between scheduled cycles")
+    threshold: float = Field(default=0.5, ge=0, description="retention below this is archived")
     exempt_types: tuple[str, ...] = ("synopsis", "rule", "thread")
     exempt_importance: float = Field(default=8.0, ge=0, le=10)  # this important or more: never forgotten
     min_age_hours: float = Field(default=1.0, ge=0)
@@ -64,8 +66,8 @@ class ForgettingSettings(_Strict):
 class ReflectionSettings(_Strict):
     """Every few extractions the model may write a reflection: a long-term pattern, linked to its evidence."""
 
-    enabled: bool = False
-    every: int = Field(default=10, ge=1)
+    enabled: bool = Field(default=False, description="the model may write a reflection (with auto)")
+    every: int = Field(default=10, ge=1, description="extractions between reflections")
     type: str = "reflection"
     window: int = Field(default=30, ge=3, le=200)  # recent nodes shown to the model
 
@@ -74,8 +76,8 @@ class MaintenanceSettings(_Strict):
     # Run the scheduled jobs after each extraction step (each job also has its own switch, on by default as in the
     # original, except forgetting and reflection). Off until a config turns it on: it adds model calls (and loads
     # the embedder) on every step, which a deployment should choose, not discover on its bill.
-    auto: bool = False
-    output_retries: int = Field(default=2, ge=0)  # invalid answers go back to the model this many times
+    auto: bool = Field(default=False, description="run the scheduled passes after each extraction step")
+    output_retries: int = Field(default=2, ge=0, description="invalid answers go back to the model this many times")
     consolidation: ConsolidationSettings = ConsolidationSettings()
     compression: CompressionSettings = CompressionSettings()
     summaries: SummarySettings = SummarySettings()

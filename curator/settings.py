@@ -50,15 +50,17 @@ class ModelProfile(_Strict):
 
 
 class ExtractionSettings(_Strict):
-    extract_every: int = Field(default=1, ge=1)  # run every N assistant replies
-    context_turns: int = Field(default=2, ge=0)  # earlier turns shown as context
-    language: str = "auto"  # "auto" = the chat's language
-    output_retries: int = Field(default=2, ge=0)  # invalid output goes back to the model this many times
-    max_known_entities: int = Field(default=200, ge=0)
+    extract_every: int = Field(default=1, ge=1, description="extract every N assistant replies")
+    context_turns: int = Field(default=2, ge=0, description="earlier turns shown to the extractor as context")
+    language: str = Field(default="auto", description='the language memory is written in ("auto": the chat\'s)')
+    output_retries: int = Field(default=2, ge=0, description="invalid output goes back to the model this many times")
+    max_known_entities: int = Field(default=200, ge=0, description="known entities listed in the extraction prompt")
     # Who writes memory after a reply: the built-in extractor, the memory_curator agent, or both (the curator
     # then runs second and sees what the extractor wrote).
-    channel: Literal["extractor", "curator", "both", "off"] = "extractor"  # who writes after each reply
-    curator_max_requests: int = Field(default=16, ge=1, le=100)  # model requests per curator run
+    channel: Literal["extractor", "curator", "both", "off"] = Field(
+        default="extractor", description="who writes memory after each reply: the extractor, the curator agent, "
+        "both (the curator second) or nobody")
+    curator_max_requests: int = Field(default=16, ge=1, le=100, description="model requests per curator run at most")
 
 
 class RerankProfile(_Strict):
@@ -72,26 +74,37 @@ class RerankProfile(_Strict):
 
 
 class RecallSettings(_Strict):
-    mode: Literal["hybrid", "rag", "llm"] = "hybrid"
-    top_k: int = Field(default=20, ge=1, le=500)  # vector candidates
-    max_results: int = Field(default=15, ge=1, le=200)  # nodes in the recalled block at most
-    budget_tokens: int = Field(default=1500, ge=50)  # both blocks together
+    mode: Literal["hybrid", "rag", "llm"] = Field(
+        default="hybrid", description="hybrid: BM25 + vectors, no LLM call; rag: vector top-K (optional rewrite "
+        "and rerank); llm: the model picks (falls back to hybrid)")
+    top_k: int = Field(default=20, ge=1, le=500, description="vector candidates")
+    max_results: int = Field(default=15, ge=1, le=200, description="nodes in the recalled block at most")
+    budget_tokens: int = Field(default=1500, ge=50, description="tokens of the injection, both blocks together")
     # The cap of an always-inject type whose schema sets no `max_per_type` (0): its highest summaries first, then
     # the newest; the rest competes in recall. 0 = no cap (the persistent share of the budget still applies).
-    max_per_type: int = Field(default=8, ge=0)
+    max_per_type: int = Field(default=8, ge=0, description="always-injected nodes per type when the schema sets "
+                              "no cap (0: no cap); the rest competes in recall")
     # The recall query from the recent turns (curator/recall/query.py): weights of the message answered, the reply
     # before it and the user message before that (ST-BME's 0.7 / 0.2 / 0.1); 0 leaves a turn out.
-    turn_weights: tuple[NonNegativeFloat, NonNegativeFloat, NonNegativeFloat] = (0.7, 0.2, 0.1)
-    exclude_recent_floors: int = Field(default=0, ge=0)  # leave out what the model still sees verbatim
-    expand: bool = True  # one-hop graph expansion in hybrid mode
-    rewrite: bool = False  # rag: one LLM call turns the recent turns into a search sentence
-    rerank: RerankProfile | None = None  # rag: cross-encoder rerank, falling back to vector order
-    llm_rerank: bool = False  # hybrid: the LLM picks at most 8 of the best 30; falls back on any failure
-    position: str = "at_depth"
-    depth: int = 9999
-    role: Literal["system", "user", "assistant"] = "system"
-    history_floors: int = Field(default=0, ge=0)  # proxy: forward only the last K floors + memory (0 = all)
-    speaker: str | None = None  # who speaks next (the character card's name); default: the newest assistant name
+    turn_weights: tuple[NonNegativeFloat, NonNegativeFloat, NonNegativeFloat] = Field(
+        default=(0.7, 0.2, 0.1), description="query weights of the message answered, the reply before it and "
+        "the user message before that")
+    exclude_recent_floors: int = Field(default=0, ge=0, description="leave out what the last N floors made (the "
+                                       "model still sees them verbatim)")
+    expand: bool = Field(default=True, description="hybrid: one-hop graph expansion")
+    rewrite: bool = Field(default=False, description="rag: one LLM call turns the recent turns into a search "
+                          "sentence")
+    rerank: RerankProfile | None = Field(default=None, description="rag: a cross-encoder rerank service (falls "
+                                         "back to vector order)")
+    llm_rerank: bool = Field(default=False, description="hybrid: the LLM picks at most 8 of the best 30 (falls "
+                             "back on any failure)")
+    position: str = Field(default="at_depth", description="where the injection goes (proxy: at_depth)")
+    depth: int = Field(default=9999, description="messages from the end at which the injection goes")
+    role: Literal["system", "user", "assistant"] = Field(default="system", description="the injection's role")
+    history_floors: int = Field(default=0, ge=0, description="proxy: forward only the last K floors plus memory "
+                                "(0: all)")
+    speaker: str | None = Field(default=None, description="who speaks next (a character's name); default: the "
+                                "newest assistant message's name")
 
 
 class HistorySettings(_Strict):
@@ -129,13 +142,16 @@ class Settings(_Strict):
         return self.profiles[name]
 
     def for_chat(self, chat_settings: dict) -> Settings:
-        """These settings with a chat's own extraction, maintenance and recall overrides applied, and its own model
-        (`model`: the one its front end names, e.g. the SillyTavern extension or the proxy's upstream) as the
-        `default` profile when the configuration has none."""
-        update = {}
+        """These settings with a chat's own overrides applied (`curator/api/chat_settings.py`): its extraction,
+        recall and maintenance sections, the model profile it names per task, and its own model (`model`: the one
+        its front end names, e.g. the SillyTavern extension or the proxy's upstream) as the `default` profile when
+        the configuration has none."""
+        update: dict = {}
         own_model = chat_settings.get("model")
         if own_model and "default" not in self.profiles:
             update["profiles"] = {**self.profiles, "default": self._chat_model(own_model)}
+        if chat_settings.get("tasks"):
+            update["tasks"] = {**self.tasks, **{k: v for k, v in chat_settings["tasks"].items() if v}}
         for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings),
                             ("recall", RecallSettings)):
             overrides = chat_settings.get(name) or {}

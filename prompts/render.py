@@ -7,16 +7,35 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
+from curator.errors import CuratorError, NotFound
+
 TEMPLATE_DIR = "templates"
 
 
-class PromptError(KeyError):
-    """A template is missing or a placeholder has no value."""
+class PromptError(CuratorError):
+    """A template is missing, a placeholder has no value, or a user's template cannot stand in for the shipped one."""
+
+
+class UnknownPrompt(PromptError, NotFound):
+    """No template of that name ships."""
 
 
 def template_names() -> list[str]:
+    """Every shipped template: Markdown templates, and the injection's labels (YAML)."""
     folder = resources.files(__package__).joinpath(TEMPLATE_DIR)
-    return sorted(p.name.rsplit(".", 1)[0] for p in folder.iterdir() if p.name.endswith(".md"))
+    return sorted(p.name.rsplit(".", 1)[0] for p in folder.iterdir() if p.name.endswith((".md", ".yaml")))
+
+
+def shipped_path(name: str):
+    """The shipped file of template `name` (UnknownPrompt when there is none)."""
+    folder = resources.files(__package__).joinpath(TEMPLATE_DIR)
+    if len(name) > 64 or not name.replace("_", "").isalnum() or not name.isascii():  # a name, never a path
+        raise UnknownPrompt(f"no prompt template {name!r}", f"Known: {', '.join(template_names())}.")
+    for suffix in (".md", ".yaml"):
+        path = folder.joinpath(f"{name}{suffix}")
+        if path.is_file():
+            return path
+    raise UnknownPrompt(f"no prompt template {name!r}", f"Known: {', '.join(template_names())}.")
 
 
 # name -> (file, its mtime, Template): recall renders a few templates per turn, and finding a package's file
@@ -36,9 +55,7 @@ def _template(name: str) -> Template:
                 return cached[2]
         except OSError:
             pass
-    path = resources.files(__package__).joinpath(TEMPLATE_DIR, f"{name}.md")
-    if not path.is_file():
-        raise PromptError(f"no prompt template {name!r}; known: {', '.join(template_names())}")
+    path = shipped_path(name)
     template = Template(path.read_text(encoding="utf-8"))
     if isinstance(path, Path):  # a real file (not inside a zip): its mtime says when it changes
         _TEMPLATES[name] = (path, path.stat().st_mtime_ns, template)

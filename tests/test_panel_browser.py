@@ -355,3 +355,58 @@ def test_the_layout_keeps_linked_nodes_close_and_others_apart(page, service):
     assert result["finite"] and result["same"]  # deterministic: the same graph opens the same way
     assert result["linked"] * 3 < result["apart"], result  # the two rings are separate clusters
     assert result["closest"] > 10, result  # no two nodes on top of each other (the spring length is 30)
+
+
+def test_settings_and_prompts_are_edited_in_the_panel_and_reach_recall(page, service):
+    """The chat's settings page sets its recall budget (seen in the chat's recall, not another's), a setting is
+    reset to the global value, the global page sets config.yaml; a prompt edited in the panel reaches the
+    injection's text, its diff shows the change, and a reset brings the shipped text back."""
+    url, api = service
+    open_panel(page, url, tab="settings")
+    page.fill('input[name="recall.budget_tokens"]', "600")
+    page.select_option('select[name="recall.mode"]', "rag")
+    page.click("#settings-save")
+    page.wait_for_function('document.querySelector("[data-path=\\"recall.budget_tokens\\"]")'
+                           '.classList.contains("overridden")')
+    assert api.get("/chats/story/settings").json()["overrides"]["recall"] == {"budget_tokens": 600, "mode": "rag"}
+    injection = api.post("/chats/story/recall", json={"query": "Where is Rowan now?"}).json()
+    assert injection["tokens"]["budget"] == 600 and injection["mode"] == "rag"
+    assert api.post("/chats/big/recall", json={"query": "Person 3"}).json()["tokens"]["budget"] == 1500
+    page.click('[data-path="recall.mode"] button.link')  # reset: back to config.yaml's (hybrid)
+    page.click("#settings-save")
+    page.wait_for_function('!document.querySelector("[data-path=\\"recall.mode\\"]").classList.contains("overridden")')
+    assert api.get("/chats/story/settings").json()["overrides"]["recall"] == {"budget_tokens": 600}
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "panel_settings.png"), full_page=True)
+    page.click("#settings-scope-global")
+    page.wait_for_selector('[data-group="profiles"]')
+    page.check('input[name="maintenance.reflection.enabled"]')
+    page.click("#settings-save")
+    page.wait_for_function('document.querySelector("[data-path=\\"maintenance.reflection.enabled\\"]")'
+                           '.classList.contains("overridden")')
+    assert api.get("/settings").json()["config"]["maintenance"] == {"reflection": {"enabled": True}}
+    assert api.get("/chats/story/settings").json()["effective"]["maintenance"]["reflection"]["enabled"] is True
+    api.patch("/settings", json={"maintenance": None})
+    api.put("/chats/story/settings", json={})
+
+    open_tab(page, "prompts")
+    page.click('[data-prompt="inject_labels"]')
+    page.wait_for_selector("#prompt-editor h2:has-text('inject_labels')")
+    text = page.input_value("#prompt-text")
+    page.fill("#prompt-text", text.replace('recalled: "Memory: recalled for this turn"', 'recalled: "Erinnerung"'))
+    page.click("#prompt-save")
+    page.wait_for_selector('[data-prompt="inject_labels"] .badge')
+    injection = api.post("/chats/story/recall", json={"query": "Where is Rowan now?"}).json()
+    assert "[Erinnerung]" in injection["text"] and "recalled for this turn" not in injection["text"]
+    page.click("#prompt-show-diff")
+    assert '+  recalled: "Erinnerung"' in page.inner_text("#prompt-diff")
+    page.screenshot(path=str(ARTIFACTS / "panel_prompts.png"), full_page=True)
+    page.fill("#prompt-text", "blocks: {}")  # the service refuses a labels file without its keys
+    page.expected_failures.append("400 PUT " + url + "/api/v1/prompts/inject_labels")
+    page.click("#prompt-save")
+    page.wait_for_selector("#prompt-message.error")
+    assert "missing blocks.persistent" in page.inner_text("#prompt-message")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#prompt-reset")
+    page.wait_for_function('!document.querySelector("[data-prompt=\\"inject_labels\\"] .badge")')
+    assert "recalled for this turn" in api.post("/chats/story/recall", json={"query": "Where is Rowan?"}).json()["text"]

@@ -8,14 +8,12 @@ import random
 
 from test_incremental import _drive
 
-from curator.llm.tokens import count_tokens
-from curator.prompts import render
 from curator.recall.injection import (
-    BLOCK_HEADINGS,
     MAX_MISSES,
     MIN_LINE_TOKENS,
     PERSISTENT_SHARE,
     _rendered,
+    block_overhead,
     rank_persistent,
 )
 from curator.recall.persistent import plan_persistent
@@ -58,7 +56,7 @@ def _whole_plan(state: ChatState, schema, latest: int, budget: int, default_cap:
                 left[node.id] = "cap"
             else:
                 candidates.append(node)
-    overhead = count_tokens(render("inject_block", heading=BLOCK_HEADINGS["recalled"], sections=""))
+    overhead = block_overhead()
     used, limit, misses = 2 * overhead, int(budget * PERSISTENT_SHARE), 0
     for node in rank_persistent(candidates):
         if limit - used < MIN_LINE_TOKENS or misses >= MAX_MISSES:

@@ -135,7 +135,8 @@ def test_bad_input_gets_a_clear_4xx(served):
     assert client.post("/chats/a/recall", json={"query": "x", "mode": "psychic"}).status_code == 422
     assert client.post("/chats", content=b"{not json", headers={"content-type": "application/json"}).status_code == 422
     assert client.post("/jobs/job_nope/cancel").status_code == 404
-    assert client.put("/chats/a/settings", json={"extraction": {"extract_every": 0}}).status_code == 400
+    answer = client.put("/chats/a/settings", json={"extraction": {"extract_every": 0}})  # typed: refused as a body
+    assert answer.status_code == 422 and "extraction.extract_every" in answer.json()["error"]["message"]
 
 
 def test_token_limits_and_bind_rules(tmp_path):
@@ -164,7 +165,7 @@ def test_token_limits_and_bind_rules(tmp_path):
         chunked = client.post("/chats", headers={**auth, "content-type": "application/json"}, content=chunks(5000))
         assert chunked.status_code == 413 and chunked.json()["error"]["code"] == "body_too_large"
         small = client.post("/chats", headers={**auth, "content-type": "application/json"}, content=chunks(10))
-        assert small.status_code == 400 and "unknown chat settings: x" in small.json()["error"]["message"]
+        assert small.status_code == 422 and "settings.x: Extra inputs" in small.json()["error"]["message"]
         codes = [client.get("/chats", headers=auth).status_code for _ in range(12)]
         assert 429 in codes and codes[0] == 200
     memory.close()
@@ -257,7 +258,7 @@ def test_the_extraction_channel_decides_which_job_a_sync_queues(tmp_path):
         both = wait(client, synced["job"])["result"]
         assert both["extracted"] == [1, 3, 5, 7] and both["curated"] == [7]  # the curator had done 1, 3 and 5
         bad = client.post("/chats", json={"id": "d", "settings": {"extraction": {"channel": "psychic"}}})
-        assert bad.status_code == 400 and "channel" in bad.json()["error"]["message"]
+        assert bad.status_code == 422 and "channel" in bad.json()["error"]["message"]
     memory.close()
 
 

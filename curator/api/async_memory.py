@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from curator.extract.ingest import IngestReport
     from curator.llm.access import Models
     from curator.maintenance import MaintenanceReport
+    from curator.prompts import Prompts
     from curator.recall.injection import Injection
     from curator.schemas import Schema
-    from curator.settings import Settings
+    from curator.settings import RecallSettings, Settings
     from curator.store.exchange import ImportMode
     from curator.store.forks import ForkResult
     from curator.store.messages import Message
@@ -81,6 +82,26 @@ class AsyncMemory:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    # settings and prompts
+    async def chat_settings(self, chat_id: str) -> dict[str, Any]:
+        return await _off_loop(self._core.chat_settings, chat_id)
+
+    async def update_chat_settings(self, chat_id: str, patch: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+        return await _off_loop(self._core.update_chat_settings, chat_id, patch, replace)
+
+    async def global_settings(self) -> dict[str, Any]:
+        return await _off_loop(self._core.global_settings)
+
+    async def recall_settings(self, chat_id: str) -> RecallSettings:
+        return await _off_loop(self._core.recall_settings, chat_id)
+
+    async def update_settings(self, patch: dict[str, Any]) -> dict[str, Any]:
+        return await _off_loop(self._core.update_settings, patch)
+
+    @property
+    def prompts(self) -> Prompts:
+        return self._core.prompts
 
     # chats and the commit log
     async def create_chat(self, chat_id: str, schema: Schema | str | Path = "default",

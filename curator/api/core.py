@@ -6,11 +6,14 @@ so an event loop never waits on the store."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from curator.prompts import Prompts, prompts_for
 from curator.schemas import Schema, load_schema
 
 from curator.extract.chatfile import read_chat
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
     from curator.extract.channel import ChannelWriter
     from curator.extract.extractor import ExtractionResult
     from curator.extract.ingest import IngestReport
-    from curator.settings import Settings
+    from curator.settings import RecallSettings, Settings
     from curator.extract.curator_agent import CurateResult
     from curator.recall.injection import Injection
     from curator.maintenance import Maintainer, MaintenanceReport
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 
 
 C = TypeVar("C", bound=type)
+log = logging.getLogger("curator.memory")
 
 
 def documented(source: type) -> Callable[[C], C]:
@@ -65,7 +69,10 @@ class MemoryCore:
                  store: str | None = None):
         # store: a PostgreSQL URL (default: $CURATOR_STORE, `store:` in config.yaml, else SQLite in data_dir)
         self.store = Store(resolve_data_dir(data_dir), store=store)
-        self._settings = None
+        self._settings: Settings | None = None
+        self._settings_given = settings is not None  # given settings are never replaced by config.yaml's
+        self._config_stamp: tuple | None = None  # config.yaml's (mtime, size) when read
+        self._config_checked = 0.0
         if settings is not None:
             self._use(settings)
         self._index: VectorIndex | None = None
@@ -77,21 +84,67 @@ class MemoryCore:
 
     @property
     def settings(self) -> Settings:
-        """Model profiles and extraction settings (`<data>/config.yaml` and the environment), read once."""
+        """Model profiles and extraction settings (`<data>/config.yaml` and the environment). Read again when the
+        file changes (the panel, `curator settings`, an editor; looked at once a second at most), so every process
+        over the data directory follows it; what is read at start (embedder, vector server, store) stays."""
         if self._settings is None:
-            from curator.settings import load_settings
-
-            self._use(load_settings(self.data_dir))
+            self._reload_settings()
+        elif not self._settings_given and time.monotonic() - self._config_checked > 1.0:
+            self._config_checked = time.monotonic()
+            if self._stamp() != self._config_stamp:
+                self._reload_settings()
         return self._settings
 
     @settings.setter
     def settings(self, settings: Settings) -> None:
-        """Replace the settings (before the index or recall is first used: they keep the ones they opened with)."""
+        """Replace the settings (the index keeps the embedder it opened with)."""
+        self._settings_given = True
         self._use(settings)
 
     def _use(self, settings: Settings) -> None:
+        """Put settings in effect: the store's retention of the trash follows them, and so do the parts that keep a
+        reference to them."""
         self._settings = settings
         self.store.retention = Retention(settings.history.keep_days, settings.history.keep_batches)
+        self._spread_settings()
+
+    def _stamp(self) -> tuple | None:
+        from curator.settings import CONFIG_FILENAME
+
+        try:
+            stat = (self.data_dir / CONFIG_FILENAME).stat()
+        except OSError:
+            return None
+        return (stat.st_mtime_ns, stat.st_size)
+
+    def _reload_settings(self) -> None:
+        from curator.settings import load_settings
+        from curator.api.settings_file import AT_START
+
+        stamp = self._stamp()
+        try:
+            fresh = load_settings(self.data_dir)
+        except Exception:
+            if self._settings is None:
+                raise
+            log.warning("config.yaml changed but is not valid; the settings in effect stay", exc_info=True)
+            self._config_stamp = stamp
+            return
+        if self._settings is not None and self._index is not None:  # read at start: kept until a restart
+            kept = {name: getattr(self._settings, name) for name in AT_START}
+            if any(getattr(fresh, name) != value for name, value in kept.items()):
+                log.warning("config.yaml changed %s; that takes effect at the next start",
+                            ", ".join(n for n in AT_START if getattr(fresh, n) != kept[n]))
+            fresh = fresh.model_copy(update=kept)
+        self._config_stamp = stamp
+        self._config_checked = time.monotonic()
+        self._use(fresh)
+
+    def _spread_settings(self) -> None:
+        """The settings to the parts that keep a reference to them."""
+        for part in (self._recaller, self._history):
+            if part is not None:
+                part.settings = self._settings
 
     @property
     def data_dir(self) -> Path:
@@ -102,6 +155,44 @@ class MemoryCore:
         if self._index is not None:
             self._index.close()
         self.store.close()
+
+    # ---- settings and prompts: a chat's own, the data directory's (curator/api/chat_settings.py, api/settings_file.py) --
+    def chat_settings(self, chat_id: str) -> dict:
+        """A chat's settings: its own overrides, and the settings it runs with (the overrides over config.yaml)."""
+        from curator.api.chat_settings import effective
+
+        chat = self.store.chat(chat_id)
+        return {"chat": chat_id, "overrides": chat.settings, "effective": effective(self.settings, chat.settings)}
+
+    def update_chat_settings(self, chat_id: str, patch: dict, replace: bool = False) -> dict:
+        """Change a chat's own settings by a merge patch (`null` removes an override; `replace`: the patch is the
+        whole set); validated against the result before it is stored. Returns `chat_settings`."""
+        from curator.api.chat_settings import apply
+
+        settings = self.settings
+        self.store.change_settings(chat_id, lambda current: apply(settings, current, patch, replace=replace))
+        return self.chat_settings(chat_id)
+
+    def global_settings(self) -> dict:
+        """The data directory's settings: config.yaml's own data and the settings in effect (keys never shown)."""
+        from curator.api.settings_file import view
+
+        return view(self.data_dir, self.settings)
+
+    def update_settings(self, patch: dict) -> dict:
+        """Change config.yaml by a merge patch (validated first; the old file kept as config.yaml.bak); the new
+        settings take effect at once. Returns `global_settings`."""
+        from curator.api.settings_file import update
+
+        update(self.data_dir, patch)
+        if not self._settings_given:
+            self._reload_settings()
+        return self.global_settings()
+
+    @property
+    def prompts(self) -> Prompts:
+        """The prompt templates of this data directory: its `prompts/` folder over the shipped ones."""
+        return prompts_for(self.data_dir)
 
     # chats
     def create_chat(self, chat_id: str, schema: Schema | str | Path = "default", settings: dict | None = None) -> Chat:
@@ -276,8 +367,12 @@ class MemoryCore:
             from curator.recall.engine import Recaller
 
             self._recaller = Recaller(self.store, self.settings, self.index)
-        opts = self.settings.recall.model_copy(update=options) if options else None
+        opts = self.recall_settings(chat_id).model_copy(update=options) if options else None
         return self._recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=opts, messages=messages)
+
+    def recall_settings(self, chat_id: str) -> RecallSettings:
+        """The recall settings of a chat: its own over config.yaml's."""
+        return self.settings.for_chat(self.store.chat(chat_id).settings).recall
 
     def world_info(self, chat_id: str) -> dict:
         """The chat's memory as a SillyTavern World Info (lorebook) file."""

@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     from curator.extract.extractor import ExtractionResult
     from curator.extract.ingest import IngestReport
     from curator.maintenance import Maintainer, MaintenanceReport
+    from curator.prompts import Prompts
     from curator.recall.injection import Injection
     from curator.schemas import Schema
-    from curator.settings import Settings
+    from curator.settings import RecallSettings, Settings
     from curator.store.exchange import ImportMode
     from curator.store.forks import ForkResult
     from curator.store.messages import Message
@@ -99,6 +100,26 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # settings and prompts
+    def chat_settings(self, chat_id: str) -> dict[str, Any]:
+        return self._core.chat_settings(chat_id)
+
+    def update_chat_settings(self, chat_id: str, patch: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+        return self._core.update_chat_settings(chat_id, patch, replace)
+
+    def global_settings(self) -> dict[str, Any]:
+        return self._core.global_settings()
+
+    def recall_settings(self, chat_id: str) -> RecallSettings:
+        return self._core.recall_settings(chat_id)
+
+    def update_settings(self, patch: dict[str, Any]) -> dict[str, Any]:
+        return self._core.update_settings(patch)
+
+    @property
+    def prompts(self) -> Prompts:
+        return self._core.prompts
 
     # chats and the commit log
     def create_chat(self, chat_id: str, schema: Schema | str | Path = "default",

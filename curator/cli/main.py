@@ -422,7 +422,7 @@ def main() -> None:
 
 # The other command modules register their commands on `app` when imported (after it is complete).
 from curator.cli import curate as cli_curate, maintain as cli_maintain, serve as cli_serve  # noqa: F401
-from curator.cli import history_cmd as cli_history, store_cmd as cli_store  # noqa: F401
+from curator.cli import history_cmd as cli_history, settings_cmd as cli_settings, store_cmd as cli_store  # noqa: F401
 from curator.cli import sillytavern as cli_sillytavern  # noqa: F401
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.models import Model
 from pydantic_ai.usage import UsageLimits
 
-from curator.prompts import render
+from curator.prompts import SHIPPED, Prompts, prompts_for
 from curator.schemas import Schema
 from curator.tools import ToolCall, Workspace, agent_tools, run_tools
 
@@ -67,6 +67,7 @@ class Curator:
 
     def __init__(self, store: Store, settings: Settings, model: Model | None = None, index=None):
         self.store, self.settings, self.index = store, settings, index
+        self.prompts = prompts_for(store.data_dir)
         self._model = TaskModel(settings, "curate", model)  # the profile's limiter and retries (llm/access.py)
         self._agents: dict[tuple, tuple[Schema, Agent]] = {}
 
@@ -118,7 +119,7 @@ class Curator:
     def _agent(self, schema: Schema, active: list[str], settings: Settings, vectors: bool) -> Agent:
         """One agent per schema, active types and settings (building the tool schemas costs more than a step)."""
         profile = TaskModel(settings, "curate", self._model.given).profile
-        system = system_prompt(settings)
+        system = system_prompt(settings, self.prompts)
         key = (id(schema), tuple(active), vectors, system, profile.model_dump_json() if profile else None)
         cached = self._agents.get(key)
         if cached is not None and cached[0] is schema:
@@ -139,10 +140,11 @@ class Curator:
             users += messages[start].role == "user" if start < len(messages) else 0
         context = "\n\n".join(_line(f, messages[f]) for f in range(start, min(floor, len(messages))))
         compressed = [n for n, s in schema.types.items() if s.compression.mode == "hierarchical"]
-        return render("curator_user", floor=floor, seq=seq, active_types=", ".join(active) or "(none this run)",
-                      compressed_types=", ".join(compressed) or "(none)",
-                      extracted=self._extracted(chat_id, floor) or "(nothing)", context=context or "(none)",
-                      focus=_line(floor, focus))
+        return self.prompts.render("curator_user", floor=floor, seq=seq,
+                                   active_types=", ".join(active) or "(none this run)",
+                                   compressed_types=", ".join(compressed) or "(none)",
+                                   extracted=self._extracted(chat_id, floor) or "(nothing)",
+                                   context=context or "(none)", focus=_line(floor, focus))
 
     def _extracted(self, chat_id: str, floor: int) -> str:
         """The extractor's ops at this floor, one line each (channel `both`: the curator builds on them)."""
@@ -160,10 +162,10 @@ class Curator:
         return "\n".join(lines)
 
 
-def system_prompt(settings: Settings) -> str:
+def system_prompt(settings: Settings, prompts: Prompts = SHIPPED) -> str:
     language = settings.extraction.language
     rule = "the language the chat is written in" if language == "auto" else language
-    return render("curator_system", language_rule=rule)
+    return prompts.render("curator_system", language_rule=rule)
 
 
 def _focus(chat_id: str, messages: list[Message], floor: int | None,

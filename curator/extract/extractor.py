@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pydantic_ai import Agent, ModelRetry, PromptedOutput, RunContext, ToolOutput
 from pydantic_ai.models import Model
 
-from curator.prompts import render
+from curator.prompts import SHIPPED, Prompts, prompts_for
 from curator.schemas import Schema
 
 from curator.errors import CuratorError, OpError
@@ -79,6 +79,7 @@ class Extractor:
 
     def __init__(self, store: Store, settings: Settings, model: Model | None = None):
         self.store, self.settings = store, settings
+        self.prompts = prompts_for(store.data_dir)  # the data directory's own templates over the shipped ones
         self._model = TaskModel(settings, "extract", model)  # the profile's limiter and retries (llm/access.py)
         self._agents: dict[tuple, tuple[Schema, Agent]] = {}
 
@@ -119,7 +120,7 @@ class Extractor:
         # the chat's own settings: its own model when none is configured (Settings.for_chat)
         model = TaskModel(settings, "extract", self._model.given).metered(trace)
         deps = StepDeps(schema, self.store.graph(chat_id), active, anchor=focus[-1], focus_from=focus[0])
-        prompt = user_prompt(self.store, chat_id, schema, settings, messages, focus, active)
+        prompt = user_prompt(self.store, chat_id, schema, settings, messages, focus, active, self.prompts)
         await self._agent(schema, active, settings).run(prompt, model=model, deps=deps)
         return deps.planned[-1]
 
@@ -127,7 +128,8 @@ class Extractor:
         """One agent per schema, active types and settings: building the output model and the agent costs
         more than the rest of a step, and they do not change between steps with the same cadence."""
         profile = TaskModel(settings, "extract", self._model.given).profile
-        key = (id(schema), tuple(active), system_prompt(settings), settings.extraction.output_retries,
+        system = system_prompt(settings, self.prompts)
+        key = (id(schema), tuple(active), system, settings.extraction.output_retries,
                profile.model_dump_json() if profile else None)
         cached = self._agents.get(key)
         if cached is not None and cached[0] is schema:
@@ -135,7 +137,7 @@ class Extractor:
         answer_type = output_model(schema, active)
         output = (PromptedOutput(answer_type, name="record_memory") if profile and profile.output_mode == "json"
                   else ToolOutput(answer_type, name="record_memory", description="Record the memory of this step."))
-        agent = Agent(None, output_type=output, deps_type=StepDeps, system_prompt=system_prompt(settings),
+        agent = Agent(None, output_type=output, deps_type=StepDeps, system_prompt=system,
                       retries={"output": settings.extraction.output_retries},
                       model_settings=model_settings(profile) if profile else None)
         agent.output_validator(_plan_answer)
@@ -176,17 +178,17 @@ def failure_reason(exc: BaseException) -> str:
     return " <- ".join(parts)[:1000]
 
 
-def system_prompt(settings: Settings) -> str:
+def system_prompt(settings: Settings, prompts: Prompts = SHIPPED) -> str:
     """Byte-stable for a chat's settings, so providers can cache it; everything per-step goes in the user prompt."""
     language = settings.extraction.language
     rule = ("use the language the chat is written in" if language == "auto"
             else f"write in {language}, whatever the chat's language")
-    return render("extract_system", language_rule=rule)
+    return prompts.render("extract_system", language_rule=rule)
 
 
 def user_prompt(store: Store, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
-                focus: list[int], active: list[str]) -> str:
-    return render(
+                focus: list[int], active: list[str], prompts: Prompts = SHIPPED) -> str:
+    return prompts.render(
         "extract_user",
         active_types="\n\n".join(_describe_type(schema, name) for name in active) or "(none this step)",
         relations="\n".join(f"- {r.name}{' (either direction)' if r.symmetric else ''}: {r.description}"

@@ -14,6 +14,7 @@ from pydantic_ai import Agent, ModelRetry, RunContext, ToolOutput
 from pydantic_ai.models import Model
 
 from curator.errors import CuratorError
+from curator.prompts import prompts_for
 from curator.extract.extractor import failure_reason
 from curator.store.graph import Node
 from curator.llm.access import TaskModel
@@ -81,6 +82,7 @@ class Job:
                  index: Callable[[], VectorIndex] | None = None, anchor: int | None = None, task: str = TASK):
         store.chat(chat_id)  # a clear error for an unknown chat before anything else
         self.store, self.chat_id = store, chat_id
+        self.prompts = prompts_for(store.data_dir)  # the data directory's own templates over the shipped ones
         self.settings = settings.for_chat(store.chat(chat_id).settings)
         self.schema = store.chat(chat_id).schema
         self._index = index

@@ -10,7 +10,6 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from curator.prompts import render
 from curator.schemas import Schema, TypeSpec
 
 from curator.store.graph import Node
@@ -100,7 +99,7 @@ async def _fold(job: Job, spec: TypeSpec, level: int, batch: list[Node]) -> Comp
     answer_type = summary_model(spec)
     limit = job.cfg.compression.max_chars
     title_rule = "" if spec.title_field else "\nGive a short `title` (at most 60 characters)."
-    prompt = render(
+    prompt = job.prompts.render(
         "maintain_compress", count=len(batch), type=spec.name, level=level, next_level=level + 1,
         floor_from=min(n.floor_from for n in batch), floor_to=max(n.floor_to for n in batch),
         fields=", ".join(f.name + (" (required)" if f.required else "") for f in spec.fields),
@@ -116,7 +115,7 @@ async def _fold(job: Job, spec: TypeSpec, level: int, batch: list[Node]) -> Comp
         if missing:
             raise ValueError(f"fill the required field(s): {', '.join(missing)}")
 
-    answer = await job.ask(answer_type, prompt, check, system=render("maintain_system"))
+    answer = await job.ask(answer_type, prompt, check, system=job.prompts.render("maintain_system"))
     title = getattr(answer, "title", None)
     return Compact(type=spec.name, title=title.strip()[:80] if title else None, fields=_fields(answer),
                    children=[n.id for n in batch])

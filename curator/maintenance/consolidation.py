@@ -12,7 +12,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from curator.prompts import render
 
 from curator.errors import CuratorError
 from curator.store.commit_log import newest_ops
@@ -163,9 +162,9 @@ async def consolidate(job: Job, nodes: list[Node], force: bool = False) -> None:
         job.report.skipped = "no new node has a compatible neighbour; every node kept"
         return
     by_id = {c.node.id: c for c in asked}
-    prompt = render("maintain_consolidate", nodes="\n\n".join(_describe(c) for c in asked))
+    prompt = job.prompts.render("maintain_consolidate", nodes="\n\n".join(_describe(c) for c in asked))
     answer: Decisions = await job.ask(Decisions, prompt, lambda a: _check(job, a, by_id),
-                                      system=render("maintain_system"))
+                                      system=job.prompts.render("maintain_system"))
     ops, changes = _plan(job, answer, by_id)
     job.commit(ops, f"{job.report.op}: " + ", ".join(f"{c['node']} {c['action']}" for c in changes))
     job.report.changes += changes

@@ -7,7 +7,6 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from curator.prompts import render
 from curator.schemas import TypeSpec
 
 from curator.store.ops import CreateNode, Link, new_node_id
@@ -61,11 +60,11 @@ async def reflect(job: Job, force: bool = False) -> None:
         if errors:
             raise ValueError("; ".join(errors))
 
-    prompt = render("maintain_reflect", type=spec.name,
-                    fields=", ".join(f.name + (" (required)" if f.required else "") for f in spec.fields),
-                    existing="\n".join(node_line(n, with_id=False) for n in existing[-20:]) or "(none)",
-                    memories="\n".join(node_line(n) for n in recent))
-    answer = await job.ask(reflection_model(spec), prompt, check, system=render("maintain_system"))
+    prompt = job.prompts.render("maintain_reflect", type=spec.name,
+                                fields=", ".join(f.name + (" (required)" if f.required else "") for f in spec.fields),
+                                existing="\n".join(node_line(n, with_id=False) for n in existing[-20:]) or "(none)",
+                                memories="\n".join(node_line(n) for n in recent))
+    answer = await job.ask(reflection_model(spec), prompt, check, system=job.prompts.render("maintain_system"))
     if not answer.write:
         job.report.skipped = "the model saw no new long-term pattern"
         return

@@ -11,7 +11,6 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from curator.prompts import render
 
 from curator.store.commit_log import anchored_between, newest_ops
 from curator.store.graph import Node
@@ -83,9 +82,10 @@ async def _small(job: Job, field: str, steps: list[tuple[int, int, list[str]]]) 
     if not material.strip():
         messages = job.store.messages(job.chat_id)[floor_from:floor_to + 1]
         material = "\n".join(f"{m.name or m.role}: {m.text}" for m in messages)[:6000]
-    prompt = render("maintain_summary", seq_from=seq_from, seq_to=seq_to, floor_from=floor_from, floor_to=floor_to,
-                    min_chars=lo, max_chars=hi, material=material or "(nothing was recorded)")
-    answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=render("maintain_system"))
+    prompt = job.prompts.render("maintain_summary", seq_from=seq_from, seq_to=seq_to, floor_from=floor_from,
+                                floor_to=floor_to, min_chars=lo, max_chars=hi,
+                                material=material or "(nothing was recorded)")
+    answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=job.prompts.render("maintain_system"))
     record = job.commit([CreateNode(type=job.cfg.summaries.type, title=f"Synopsis {seq_from}-{seq_to}",
                                     fields={field: answer.text.strip()}, floor_from=floor_from, floor_to=floor_to,
                                     level=0)],
@@ -107,10 +107,10 @@ async def _rollup(job: Job, field: str) -> None:
             level += 1
             continue
         batch = sorted(active, key=lambda n: (n.floor_from, n.floor_to, n.id))[:cfg.rollup_fan_in]
-        prompt = render("maintain_rollup", count=len(batch), floor_from=batch[0].floor_from,
-                        floor_to=max(n.floor_to for n in batch), min_chars=lo, max_chars=hi,
-                        synopses="\n".join(f"- {n.fields.get(field, n.title)}" for n in batch))
-        answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=render("maintain_system"))
+        prompt = job.prompts.render("maintain_rollup", count=len(batch), floor_from=batch[0].floor_from,
+                                    floor_to=max(n.floor_to for n in batch), min_chars=lo, max_chars=hi,
+                                    synopses="\n".join(f"- {n.fields.get(field, n.title)}" for n in batch))
+        answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=job.prompts.render("maintain_system"))
         title = f"Synopsis {_span(batch)}"
         record = job.commit([Compact(type=cfg.type, title=title, fields={field: answer.text.strip()},
                                      children=[n.id for n in batch])],

@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 
+from curator.prompts import prompts_for
 from curator.schemas import Schema
 
 from curator.store.graph import Node, normalize_name
@@ -85,6 +86,7 @@ class Recaller:
 
     def __init__(self, store: Store, settings: Settings, index: VectorIndex | None, model=None):
         self.store, self.settings, self.index = store, settings, index
+        self.prompts = prompts_for(store.data_dir)  # the injection's templates and labels (the user's own, if any)
         self.model = model  # replaces the `recall` profile's model for LLM stages (tests, scripted runs)
         self._states: OrderedDict[str, ChatState] = OrderedDict()  # per chat, kept in step commit by commit
         self._states_guard = threading.Lock()
@@ -116,7 +118,8 @@ class Recaller:
 
     def _recall(self, chat_id: str, query: str, *, mode: str | None, user_floor: int | None,
                 options: RecallSettings | None, messages: list | None) -> Injection:
-        opts = options or self.settings.recall
+        chat = self.store.chat(chat_id)
+        opts = options or self.settings.for_chat(chat.settings).recall  # the chat's own recall settings
         mode = mode or opts.mode
         epoch, version, _ = self.store.stamp(chat_id)
         user, assistant, previous_user = opts.turn_weights
@@ -129,7 +132,6 @@ class Recaller:
             self._results.move_to_end(key)
             return Injection(**{**cached.__dict__, "reused": True, "usage": Usage()})
         started = time.perf_counter()
-        chat = self.store.chat(chat_id)
         graph = self.store.graph(chat_id)
         state = self.state(chat_id)
         version = state.graph_version
@@ -152,16 +154,16 @@ class Recaller:
                 from curator.recall.llm_rerank import llm_rerank
 
                 chosen = llm_rerank(self.settings, rq.turns or query, chosen, pool.documents, calls,
-                                    self.model) or chosen
+                                    self.model, self.prompts) or chosen
         if calls.records:
             for record in calls.records:
                 injection.usage.add(record)
             log_calls(self.store, chat_id, calls.records)
         with state.lock:  # the plan's left-out nodes are read from the state (`persistent.LeftOut`)
-            pack(injection, chat.schema, plan.kept, mark_overflow(chosen, plan))
+            pack(injection, chat.schema, plan.kept, mark_overflow(chosen, plan), self.prompts)
             dropped = {i: n for i in injection.dropped_for_budget if (n := pool.nodes.get(i) or pool.leaf_nodes.get(i))}
             note_left_out(injection, plan, dropped)
-        label_views(injection, chat.schema, story)  # grouped by scope: known, own view, rumours, not known
+        label_views(injection, chat.schema, story, self.prompts)  # grouped by scope: known, own view, rumours, not known
         self._touch(chat_id, [c.node.id for c in injection.recalled])
         injection.usage.latency_ms += (time.perf_counter() - started) * 1000
         if user_floor is not None:
@@ -202,7 +204,8 @@ class Recaller:
             with state.lock:
                 # always-inject nodes that the caps or the persistent share leave out stay in the pool: nothing
                 # is unreachable (curator/recall/persistent.py); `plan.kept` is already in packing order
-                plan = plan_persistent(state.typed(), state.schema, latest, opts.budget_tokens, opts.max_per_type)
+                plan = plan_persistent(state.typed(), state.schema, latest, opts.budget_tokens, opts.max_per_type,
+                                       self.prompts)
                 last = self._last_pool.get((chat_id, horizon))
                 touched = state.touched_since(last[0][2]) if last and last[0][1] == state.epoch else None
                 if touched is not None:
@@ -380,7 +383,7 @@ class Recaller:
         if opts.rewrite:
             from curator.recall.rewrite import rewrite_query
 
-            search = rewrite_query(self.settings, rq.turns if rq is not None else query, calls) or query
+            search = rewrite_query(self.settings, rq.turns if rq is not None else query, calls, self.prompts) or query
         if rq is not None and not rq.single and search == query:  # no rewrite: the turns' parts, fused by weight
             scores = fuse_parts(rq.parts, lambda text: self._dense_scores(chat_id, text, opts.top_k))
         else:

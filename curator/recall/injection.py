@@ -7,7 +7,7 @@ import functools
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from curator.prompts import render, template_text
+from curator.prompts import SHIPPED, Prompts
 from curator.schemas import Schema
 
 from curator.store.graph import Node
@@ -15,8 +15,7 @@ from curator.llm.records import Usage
 from curator.store.queries import GraphView
 from curator.llm.tokens import TOKENIZER_NAME, count_tokens
 
-BUCKETS = {"rules": "World rules", "state": "Current state", "episodic": "What happened", "reflection": "Reflections"}
-BLOCK_HEADINGS = {"persistent": "Memory: always kept", "recalled": "Memory: recalled for this turn"}
+BUCKETS = ("rules", "state", "episodic", "reflection")  # in the order they are rendered; their headings are labels
 
 
 @dataclass
@@ -139,11 +138,12 @@ def rank_persistent(nodes: list[Node]) -> list[Node]:
     return sorted(nodes, key=lambda n: (-n.level, -n.floor_to, n.id))
 
 
-def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled: list[Chosen]) -> Injection:
+def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled: list[Chosen],
+         prompts: Prompts = SHIPPED) -> Injection:
     """Fill the budget, never cutting a node (one that does not fit whole is left out, and named). Persistent
     nodes (given in `rank_persistent` order) come first, up to 70% of the budget; then recalled nodes by score.
-    Each block is rendered in story order."""
-    used = 2 * _block_overhead()
+    Each block is rendered in story order, with the templates and labels of `prompts`."""
+    used = 2 * block_overhead(prompts)
     limits = {"persistent": int(injection.budget_tokens * PERSISTENT_SHARE), "recalled": injection.budget_tokens}
     for block, items in (("persistent", persistent), ("recalled", recalled)):
         kept, misses = [], 0
@@ -165,57 +165,60 @@ def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled:
         if block == "persistent":
             kept.sort(key=lambda c: (c.node.floor_from, c.node.level))
         setattr(injection, block, kept)
-    injection.text = render_text(injection, schema)
+    injection.text = render_text(injection, schema, prompts)
     return injection
 
 
-def _block_overhead() -> int:
-    """The tokens of an empty block (its heading), counted once per version of the template."""
-    return _empty_block_tokens(template_text("inject_block"))
+def block_overhead(prompts: Prompts = SHIPPED) -> int:
+    """The tokens of an empty block (its heading), counted once per version of the template and heading."""
+    return _empty_block_tokens(prompts.render("inject_block", heading=prompts.label("blocks", "recalled"),
+                                              sections=""))
 
 
-@functools.lru_cache(maxsize=4)
-def _empty_block_tokens(template: str) -> int:
-    return count_tokens(render("inject_block", heading=BLOCK_HEADINGS["recalled"], sections=""))
+@functools.lru_cache(maxsize=16)
+def _empty_block_tokens(text: str) -> int:
+    return count_tokens(text)
 
 
 def _node(item: Node | Chosen) -> Node:
     return item.node if isinstance(item, Chosen) else item
 
 
-VIEWS = {"known": "{bucket} (known to {speaker})", "own": "{bucket}: {speaker}'s own view",
-         "mistaken": "{bucket}: what {speaker} believes, which the facts contradict",
-         "rumour": "{bucket}: others' views (rumours, not facts)",
-         "unknown": "{bucket}: not known to {speaker} (they must not act on it)"}
+VIEWS = ("known", "own", "mistaken", "rumour", "unknown")  # how the speaker holds a memory, in rendering order
 
 
-def render_text(injection: Injection, schema: Schema) -> str:
+def render_text(injection: Injection, schema: Schema, prompts: Prompts = SHIPPED) -> str:
+    """The injection as text: its blocks, each grouped into sections (by bucket, or with a speaker by view and
+    bucket), with the templates and labels of `prompts` (a data directory's own, or the shipped ones)."""
     blocks = []
     for block in ("persistent", "recalled"):
         items: list[Chosen] = getattr(injection, block)
         if not items:
             continue
         sections = []
-        for view, bucket, heading in _sections(injection):
-            lines = [_line(c, injection.speaker) for c in items if _bucket(schema, c.node) == bucket and c.view == view]
+        for view, bucket, heading in _sections(injection, prompts):
+            lines = [_line(c, injection.speaker, prompts) for c in items
+                     if _bucket(schema, c.node) == bucket and c.view == view]
             if lines:
-                sections.append(render("inject_section", bucket=heading, lines="\n".join(lines)).strip())
-        blocks.append(render("inject_block", heading=BLOCK_HEADINGS[block], sections="\n\n".join(sections)).strip())
+                sections.append(prompts.render("inject_section", bucket=heading, lines="\n".join(lines)).strip())
+        blocks.append(prompts.render("inject_block", heading=prompts.label("blocks", block),
+                                     sections="\n\n".join(sections)).strip())
     return "\n\n".join(blocks)
 
 
-def _sections(injection: Injection) -> list[tuple[str, str, str]]:
+def _sections(injection: Injection, prompts: Prompts) -> list[tuple[str, str, str]]:
     """(view, bucket, heading) in order: by bucket alone, or, with a speaker, by view and then bucket."""
+    headings = {bucket: prompts.label("buckets", bucket) for bucket in BUCKETS}
     if not injection.speaker:
-        return [("", bucket, heading) for bucket, heading in BUCKETS.items()]
-    return [(view, bucket, form.format(bucket=heading, speaker=injection.speaker))
-            for view, form in VIEWS.items() for bucket, heading in BUCKETS.items()]
+        return [("", bucket, heading) for bucket, heading in headings.items()]
+    return [(view, bucket, prompts.label("views", view, bucket=heading, speaker=injection.speaker))
+            for view in VIEWS for bucket, heading in headings.items()]
 
 
-def _line(chosen: Chosen, speaker: str | None) -> str:
+def _line(chosen: Chosen, speaker: str | None, prompts: Prompts) -> str:
     if chosen.view != "mistaken":
         return chosen.text
-    return f"- [{speaker}'s belief, not fact] {chosen.text.removeprefix('- ')}"
+    return f"- {prompts.label('mistaken_line', speaker=speaker)} {chosen.text.removeprefix('- ')}"
 
 
 def _bucket(schema: Schema, node: Node) -> str:

@@ -16,7 +16,6 @@ from pydantic import BaseModel, Field
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
-from curator.prompts import render
 from curator.schemas import Schema
 
 from curator.vectors.documents import node_document
@@ -91,9 +90,9 @@ async def _select(recaller: Recaller, chat_id: str, version: int, graph: GraphVi
     first = _catalogue(recaller, chat_id, version, graph, query, pool, opts, rq) + list(injected.values())
     shown: dict[str, Node] = {n.id: n for n in first}
     agent = _agent(recaller, trace)
-    prompt = render("llm_recall", rounds=ROUNDS, limit=opts.max_results, min_events=MIN_EVENTS,
-                    turns=rq.turns if rq is not None and rq.turns else query,
-                    candidates=_lines(first, schema, pool))
+    prompt = recaller.prompts.render("llm_recall", rounds=ROUNDS, limit=opts.max_results, min_events=MIN_EVENTS,
+                                     turns=rq.turns if rq is not None and rq.turns else query,
+                                     candidates=_lines(first, schema, pool))
     history = None
     for round_ in range(ROUNDS + 1):
         result = await agent.run(prompt, message_history=history)
@@ -105,9 +104,10 @@ async def _select(recaller: Recaller, chat_id: str, version: int, graph: GraphVi
         history = result.all_messages()
         left = ROUNDS - round_ - 1
         note = f"unknown seed(s) ignored: {', '.join(unknown)}" if unknown else f"{len(new)} new"
-        prompt = render("llm_recall_more", note=note, candidates=_lines(new, schema, pool) or "(nothing new)",
-                        instruction=f"Drill again ({left} round(s) left) or finalize." if left
-                        else "No drill rounds left: finalize now.")
+        prompt = recaller.prompts.render("llm_recall_more", note=note,
+                                         candidates=_lines(new, schema, pool) or "(nothing new)",
+                                         instruction=f"Drill again ({left} round(s) left) or finalize." if left
+                                         else "No drill rounds left: finalize now.")
     picked = [i for i in dict.fromkeys(step.ids) if i in shown and i in selectable][:opts.max_results]
     if not picked:
         return []

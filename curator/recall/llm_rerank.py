@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
-from curator.prompts import render
+from curator.prompts import SHIPPED, Prompts
 
 from curator.recall.injection import Chosen
 from curator.llm.access import TaskModel
@@ -26,7 +26,7 @@ class Picks(BaseModel):
 
 
 def llm_rerank(settings: Settings, query: str, candidates: list[Chosen], documents: dict[str, str], trace: LLMTrace,
-               model: Model | None = None) -> list[Chosen] | None:
+               model: Model | None = None, prompts: Prompts = SHIPPED) -> list[Chosen] | None:
     """The model's picks (each keeps its score, marked), or None to keep the deterministic order. The calls go to
     `trace`."""
     pool = candidates[:POOL]
@@ -37,7 +37,7 @@ def llm_rerank(settings: Settings, query: str, candidates: list[Chosen], documen
 
     async def ask() -> Picks:
         agent = Agent(task.metered(trace), output_type=Picks, model_settings=task.agent_settings())
-        return (await agent.run(render("llm_rerank", limit=PICK, turns=query, candidates=listing))).output
+        return (await agent.run(prompts.render("llm_rerank", limit=PICK, turns=query, candidates=listing))).output
 
     try:
         answer = run_sync(ask())

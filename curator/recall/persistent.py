@@ -13,18 +13,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 
-from curator.prompts import render
+from curator.prompts import SHIPPED, Prompts
 from curator.schemas import Schema
 
-from curator.llm.tokens import count_tokens
 from curator.recall.injection import (
-    BLOCK_HEADINGS,
     DROPPED_LISTED,
     MAX_MISSES,
     MIN_LINE_TOKENS,
     PERSISTENT_SHARE,
     Injection,
     _rendered,
+    block_overhead,
     rank_persistent,
 )
 from curator.recall.state import TypedNodes
@@ -101,7 +100,7 @@ class LeftOut(Mapping):
 
 
 def plan_persistent(typed: TypedNodes, schema: Schema, latest_floor: int, budget_tokens: int,
-                    default_cap: int) -> PersistentPlan:
+                    default_cap: int, prompts: Prompts = SHIPPED) -> PersistentPlan:
     """Caps first (a type's own `max_per_type`, else `default_cap`; `max_floor_distance`), then the persistent
     share of the budget, packed in `rank_persistent` order (highest summaries first, then the newest). A capped
     type reads its first `cap` nodes from the state's ranked order, not all of them."""
@@ -124,7 +123,7 @@ def plan_persistent(typed: TypedNodes, schema: Schema, latest_floor: int, budget
                 candidates.append(node)
                 mine.add(node.id)
         plan.left.types[name] = (too_far, mine)
-    overhead = count_tokens(render("inject_block", heading=BLOCK_HEADINGS["recalled"], sections=""))
+    overhead = block_overhead(prompts)
     used, limit, misses = 2 * overhead, int(budget_tokens * PERSISTENT_SHARE), 0
     for node in rank_persistent(candidates):
         if limit - used < MIN_LINE_TOKENS or misses >= MAX_MISSES:

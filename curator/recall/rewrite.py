@@ -7,7 +7,7 @@ import logging
 
 from pydantic_ai import Agent
 
-from curator.prompts import render
+from curator.prompts import SHIPPED, Prompts
 
 from curator.llm.access import TaskModel
 from curator.llm.models import LLMTrace
@@ -16,13 +16,13 @@ from curator.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def rewrite_query(settings: Settings, turns: str, trace: LLMTrace) -> str | None:
+def rewrite_query(settings: Settings, turns: str, trace: LLMTrace, prompts: Prompts = SHIPPED) -> str | None:
     """The rewritten query, or None (and the original is used) when the call fails. The call goes to `trace`."""
     task = TaskModel(settings, "rewrite")
 
     async def ask() -> str:
         agent = Agent(task.metered(trace), output_type=str, model_settings=task.agent_settings())
-        return str((await agent.run(render("rewrite", turns=turns))).output)
+        return str((await agent.run(prompts.render("rewrite", turns=turns))).output)
 
     try:
         text = " ".join(run_sync(ask()).split())

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from curator.prompts import SHIPPED, Prompts
 from curator.recall.injection import Injection, render_text
 from curator.schemas import Schema
 from curator.store.graph import normalize_name
@@ -276,7 +277,7 @@ def annotate(chosen: list, reasons: dict[str, list[str]]) -> list:
     return chosen
 
 
-def label_views(injection: Injection, schema: Schema, context: StoryContext) -> None:
+def label_views(injection: Injection, schema: Schema, context: StoryContext, prompts: Prompts = SHIPPED) -> None:
     """Mark each injected memory with how the speaker holds it and render the injection grouped by it (objective
     and known, the speaker's own views, others' views as rumours, what the speaker does not know). Only on a chat
     with points of view or restricted knowledge; any other injection stays as it was."""
@@ -286,7 +287,7 @@ def label_views(injection: Injection, schema: Schema, context: StoryContext) -> 
     for item in (*injection.persistent, *injection.recalled):
         item.view = context.view(item.node.id)
     injection.speaker = context.speaker
-    injection.text = render_text(injection, schema)
+    injection.text = render_text(injection, schema, prompts)
 
 
 def speaker_of(given: str | None, last_speaker: str | None) -> str | None:

@@ -133,7 +133,7 @@ async def _proxy(request: Request, path_chat: str | None):
     if isinstance(body.get("model"), str) and body["model"].strip():
         await run_in_threadpool(_own_model, service, chat_id, config, body["model"].strip())
     kind = request_kind(body["messages"], request.headers.get(KIND_HEADER))
-    window = history_floors(service.memory.settings.recall.history_floors, request.headers.get(WINDOW_HEADER))
+    window = history_floors(_history_setting(service, chat_id), request.headers.get(WINDOW_HEADER))
     limit = None if allowed(request.headers) else config.max_rollback
     try:
         injection, start = await run_in_threadpool(_prepare, service, chat_id, floors, limit)
@@ -231,6 +231,13 @@ def _own_model(service, chat_id: str, config: ProxyConfig, model: str) -> None:
     own = {"base_url": config.upstream, "model": model, **({"api_key_env": config.key_env} if config.key_env else {})}
     with service.writer(chat_id):
         model_update(service, chat_id, own)
+
+
+def _history_setting(service, chat_id: str) -> int:
+    """The chat's `recall.history_floors` (its own, else config.yaml's; a chat not made yet: config.yaml's)."""
+    if service.memory.store.has_chat(chat_id):
+        return service.memory.recall_settings(chat_id).history_floors
+    return service.memory.settings.recall.history_floors
 
 
 def _reply_text(content: bytes) -> str:

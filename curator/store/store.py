@@ -187,6 +187,18 @@ class Store:
             conn.execute("UPDATE chats SET settings_json=?, updated_at=? WHERE id=?",
                          (_dumps(settings), utc_now(), chat_id))
 
+    def change_settings(self, chat_id: str, change: Callable[[dict], dict]) -> dict:
+        """Read a chat's own settings, pass them to `change` and store what it returns, in one transaction (two
+        changes never lose one another). `change` raising leaves them as they were."""
+        with self.transaction(chat_id) as conn:
+            row = conn.execute("SELECT settings_json FROM chats WHERE id=?", (chat_id,)).fetchone()
+            if row is None:
+                raise ChatNotFound(f"no chat {chat_id!r}")
+            settings = change(json.loads(row[0]))
+            conn.execute("UPDATE chats SET settings_json=?, updated_at=? WHERE id=?",
+                         (_dumps(settings), utc_now(), chat_id))
+        return settings
+
     def set_schema(self, chat_id: str, schema: Schema) -> None:
         """Replace a chat's schema. Only allowed while the chat has no nodes, so no node breaks its type."""
         with self.transaction() as conn:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 from fastapi.concurrency import run_in_threadpool
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from curator.schemas import Schema, dump_schema, load_preset, preset_names, schema_from_data
 
-from curator.errors import CuratorError
-from curator.maintenance_settings import MaintenanceSettings
-from curator.settings import ExtractionSettings, ModelProfile, RecallSettings
+from curator.api.chat_settings import ChatSettingsPatch, apply
 from curator.service.server.deps import ServiceDep, Strict, SyncIn, window
 from curator.service.server.params import Floor, Limit
 
@@ -20,17 +18,8 @@ router = APIRouter(tags=["chats"])
 class ChatIn(Strict):
     id: str = Field(min_length=1, max_length=200)
     schema_: str | dict = Field(default="default", alias="schema", description="a preset name, or a schema object")
-    settings: dict = Field(default_factory=dict)
-
-
-class SettingsIn(Strict):
-    extraction: dict = Field(default_factory=dict, description="per-chat extraction overrides: extract_every, "
-                             "channel (who writes after each reply: extractor, curator, both, off), ...")
-    maintenance: dict = Field(default_factory=dict, description="per-chat maintenance overrides (auto, cadences...)")
-    recall: dict = Field(default_factory=dict, description="per-chat recall overrides: mode, budget_tokens, "
-                         "speaker (a fixed point of view), position, depth, role, ...")
-    model: dict = Field(default_factory=dict, description="the chat's own model {base_url, model, api_key_env}: "
-                        "used when config.yaml names none (a front end names it, e.g. SillyTavern's connection)")
+    settings: ChatSettingsPatch = Field(default_factory=ChatSettingsPatch, description="the chat's own settings "
+                                        "(overrides of config.yaml)")
 
 
 def _chat_dict(service, chat_id: str) -> dict:
@@ -44,32 +33,9 @@ def _schema(value: str | dict) -> Schema:
     return load_preset(value) if isinstance(value, str) else schema_from_data(value, "request schema")
 
 
-def _check_settings(settings: dict) -> dict:
-    unknown = set(settings) - {"extraction", "maintenance", "recall", "model"}
-    if unknown:
-        raise CuratorError(f"unknown chat settings: {', '.join(sorted(unknown))}",
-                           "Known: extraction, maintenance, recall, model.")
-    if settings.get("model"):
-        try:
-            ModelProfile.model_validate(settings["model"])
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise CuratorError(f"settings.model.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-    for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings),
-                        ("recall", RecallSettings)):
-        try:
-            model.model_validate({**model().model_dump(), **settings.get(name, {})})
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise CuratorError(f"settings.{name}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-    return {k: v for k, v in settings.items() if v}
-
-
 @router.post("/chats", status_code=status.HTTP_201_CREATED)
 def create_chat(body: ChatIn, service: ServiceDep) -> dict:
-    settings = _check_settings(body.settings)
-    service.memory.settings.for_chat(settings)  # e.g. a model with a key variable it may not use: refused
-    service.memory.create_chat(body.id, _schema(body.schema_), settings)
+    service.memory.create_chat(body.id, _schema(body.schema_), apply(service.memory.settings, {}, body.settings))
     return _chat_dict(service, body.id)
 
 
@@ -94,12 +60,10 @@ def delete_chat(chat_id: str, service: ServiceDep) -> dict:
 
 
 @router.put("/chats/{chat_id}/settings")
-def put_settings(chat_id: str, body: SettingsIn, service: ServiceDep) -> dict:
-    settings = _check_settings(body.model_dump())
-    service.memory.settings.for_chat(settings)  # e.g. a model with a key variable it may not use: refused
+def put_settings(chat_id: str, body: ChatSettingsPatch, service: ServiceDep) -> dict:
+    """Replace the chat's own settings as a whole (what it does not give follows config.yaml); PATCH changes some."""
     with service.writer(chat_id):
-        service.memory.chat(chat_id)
-        service.memory.store.set_settings(chat_id, settings)
+        service.memory.update_chat_settings(chat_id, body.model_dump(exclude_unset=True, mode="json"), replace=True)
     return _chat_dict(service, chat_id)
 
 

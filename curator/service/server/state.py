@@ -63,8 +63,9 @@ class Service:
         own experiments: not what the model saw)."""
         recaller, lock = self._recaller(chat_id)
         with lock:
+            recaller.settings = self.memory.settings  # config.yaml may have changed (read again by the library)
             # the chat's own recall settings (a fixed `speaker` among them wins over the front end's)
-            options = self.memory.settings.for_chat(self.memory.chat(chat_id).settings).recall
+            options = self.memory.recall_settings(chat_id)
             if speaker and not options.speaker:
                 options = options.model_copy(update={"speaker": speaker})
             injection = recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=options,

@@ -7,10 +7,13 @@ import * as graph from "./graph_view.js";
 import * as nodes from "./nodes.js";
 import * as ops from "./ops.js";
 import * as overview from "./overview.js";
+import * as prompts from "./prompts.js";
 import * as recall from "./recall.js";
 import * as schema from "./schema.js";
+import * as settings from "./settings.js";
 
-const TABS = { overview, graph, nodes, recall, schema, ops };
+const TABS = { overview, graph, nodes, recall, schema, ops, settings, prompts };
+const NO_CHAT_NEEDED = ["ops", "settings", "prompts"];
 const THEME_KEY = "curator.theme";
 const CHAT_KEY = "curator.chat";
 
@@ -55,7 +58,7 @@ async function showTab(name, arg) {
   }
   for (const section of document.querySelectorAll("main .tab")) section.hidden = section.id !== `tab-${name}`;
   const section = document.getElementById(`tab-${name}`);
-  if (!ctx.chat && name !== "ops") {
+  if (!ctx.chat && !NO_CHAT_NEEDED.includes(name)) {
     clear(section, h("p", { class: "muted" }, "No chat yet. Create one through the API, or import a graph under Operations."));
     if (name !== "overview") return;
   }
