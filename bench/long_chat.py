@@ -3,7 +3,9 @@ floors by default, deterministic seed) with planted facts at known floors (items
 debts, names and aliases, deaths, rules of the world) runs through the real pipeline on the default preset and the
 default settings: floor by floor sync and extraction with a scripted extraction model that writes what the script
 planted as a model would, and a scripted summarizer (the `summarize` model) that keeps the lines marked as
-milestones, so compression runs for real. At floors 100, 300 and 600 every question whose fact was planted
+milestones, so compression runs for real, and a scripted maintainer (the `maintain` model: consolidation and small
+synopses, which run by default; --no-maintenance leaves them out, as trees before issue 34 did).
+At floors 100, 300 and 600 every question whose fact was planted
 earlier is asked as the next user message (the recall gets the recent turns too, unless --query-only), and the
 figure is the share of questions whose answer is in the final injection text under the default budget, with the
 tokens used, the persistent and recalled node counts and the recall p50. Each fact is also asked as a follow-up
@@ -29,6 +31,8 @@ def main() -> None:
         parser.add_argument("--query-only", action="store_true",
                             help="recall from the question alone, not from the recent turns")
         parser.add_argument("--no-summarizer", action="store_true", help="no `summarize` model (no compression)")
+        parser.add_argument("--no-maintenance", action="store_true",
+                            help="no `maintain` model (no consolidation or synopses)")
 
     args = parse_args(__doc__.splitlines()[0], extra)
     floors = 160 if args.quick else args.floors
@@ -36,6 +40,12 @@ def main() -> None:
     messages, facts = story(floors, seed=args.seed)
     progress(f"{len(messages)} floors, {len(facts)} planted facts")
     extractor, summarizer = story_extractor(), (None if args.no_summarizer else milestone_summarizer())
+    try:  # trees before issue 34 have no scripted maintainer (and no maintenance by default)
+        from curator.testing.scripted_story import story_maintainer
+
+        maintainer = None if args.no_maintenance else story_maintainer()
+    except ImportError:
+        maintainer = None
     rows, latencies, checks = [], [], []
     with TempMemory() as tmp:
         memory = tmp.memory
@@ -50,7 +60,7 @@ def main() -> None:
                 if "models" in extract_params:
                     from curator.llm.access import Models
 
-                    kwargs["models"] = Models(summarize=summarizer)
+                    kwargs["models"] = Models(summarize=summarizer, maintain=maintainer)
                 else:
                     kwargs["summarize_model" if "summarize_model" in extract_params else "maintenance_model"] = \
                         summarizer
@@ -90,6 +100,7 @@ def main() -> None:
                          "persistent_mean": round(statistics.mean(persistent), 1) if persistent else 0,
                          "recalled_mean": round(statistics.mean(recalled), 1) if recalled else 0,
                          "active_nodes": len(graph.nodes()), "archived": len(graph.nodes(archived=True)),
+                         "synopses": len(graph.nodes(type="synopsis", archived=None)),
                          "recall_p50_ms": latency_summary(times)["p50_ms"] if times else 0})
             progress(f"floor {checkpoint}: {hits}/{len(asked)} facts in the injection "
                      f"({now() - started:.0f}s so far)")
@@ -100,7 +111,8 @@ def main() -> None:
             by_kind.setdefault(c["kind"], []).append(c["found"])
     report = {"benchmark": "long_chat", "quick": args.quick, "env": environment(),
               "params": {"floors": floors, "facts": len(facts), "seed": args.seed, "query_only": args.query_only,
-                         "summarizer": summarizer is not None, "recall_takes_messages": takes_messages},
+                         "summarizer": summarizer is not None, "maintainer": maintainer is not None,
+                         "recall_takes_messages": takes_messages},
               "results": {"checkpoints": rows,
                           "by_kind_at_last": {k: round(sum(v) / len(v), 3) for k, v in by_kind.items()},
                           "recall_latency": latency_summary(latencies) if latencies else {},

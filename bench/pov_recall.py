@@ -27,7 +27,12 @@ The point-of-view and story-time weights are chosen on the first story (tuning) 
 weights (REGION x ADJACENT, other weights as shipped; no loss on the secret and day questions, no leak), and all
 are reported on the second (held out).
 
-    python bench/pov_recall.py [--quick] [--json]
+A group chat: two members (Mira, Bram) take turns replying; each, alone, does things the other must not learn. Each
+secret is asked about with each member about to speak, under four ways of picking the speaker and filtering
+knowledge (the newest reply's name, as before; the member about to speak, labelled or left out; nobody named):
+leaks in the "known" section and anywhere in the injection (goal 0), and the member's own secret kept.
+
+    python bench/pov_recall.py [--quick] [--group-only] [--json]
 """
 
 from __future__ import annotations
@@ -296,13 +301,110 @@ def evaluate_walk(memory, chats: list[tuple[str, dict]]) -> dict:
             "by_kind": {k: round(sum(v) / len(v), 4) for k, v in sorted(kept.items())}, "misses": misses}
 
 
+# --- a group chat: two characters who must not learn each other's secrets -------------------------------------
+GROUP = ("Mira", "Bram")
+GROUP_SECRETS = {"Mira": [("the stolen crown", "hides the stolen crown behind the cider barrels in the cellar"),
+                          ("the forged ledger", "burns the last page of the forged ledger in the inn's stove"),
+                          ("the hidden map", "sews the hidden map into the lining of her cloak"),
+                          ("the silver key", "drops the silver key into the well behind the chapel")],
+                 "Bram": [("the poisoned well", "pours the vial into the poisoned well before dawn"),
+                          ("the smuggled wine", "loads the smuggled wine onto the ferryman's boat"),
+                          ("the broken seal", "breaks the seal on the bishop's letter and reads it"),
+                          ("the false will", "swaps the true will for the false will in the notary's chest")]}
+GROUP_CONFIGS = {  # how recall picks the speaker and what the knowledge filter does with the others' memories
+    "newest reply's name, labelled (before)": ("previous", "label"),
+    "the member about to speak, labelled": ("next", "label"),
+    "the member about to speak, left out (auto)": ("next", "auto"),
+    "nobody named (auto: fails closed)": ("none", "auto"),
+}
+
+
+def group_script(seed: int, fillers: int) -> tuple[list[dict], list[dict]]:
+    """The two take turns replying; each, alone, does things the other must not learn (known_by: only them);
+    public scenes between them fill the rest. Returns the answers (each with its `speaker`) and the secrets."""
+    rng = random.Random(seed)
+    steps = [(who, topic, deed) for who, deeds in GROUP_SECRETS.items() for topic, deed in deeds]
+    steps += [(None, None, None)] * fillers
+    rng.shuffle(steps)
+    answers, secrets = [], []
+    for day, (who, topic, deed) in enumerate(steps, start=1):
+        speaker = GROUP[day % 2] if who is None else who
+        base = {"story_time": f"day {day}", "region": "Inn", "region_path": "Vale > Ashford"}
+        if who is None:
+            text = rng.choice(FILLERS).format(a=GROUP[0], b=GROUP[1]) + " at the inn."
+            answers.append({"character": [{"name": n} for n in GROUP], "speaker": speaker,
+                            "event": [{"summary": text[0].upper() + text[1:], "participants": ", ".join(GROUP),
+                                       **base}], "reply": text})
+            continue
+        text = f"{who}, alone and unseen, {deed}."
+        answers.append({"character": [{"name": n} for n in GROUP], "speaker": who,
+                        "event": [{"summary": text, "participants": who, "known_by": [who], **base}], "reply": text})
+        secrets.append({"owner": who, "topic": topic, "secret": text})
+    return answers, secrets
+
+
+def build_group(memory, name: str, answers: list[dict]) -> None:
+    memory.create_chat(name, "bme")
+    messages = []
+    for i, item in enumerate(answers):
+        messages += [Message("user", "Wren", f"And then? (turn {i})"),
+                     Message("assistant", item["speaker"], item["reply"])]
+    memory.set_messages(name, messages)
+    results = memory.extract(name, model=model_for([{k: v for k, v in a.items() if k != "speaker"} for a in answers]))
+    failed = [r.reason for r in results if not r.ok]
+    if failed:
+        raise SystemExit(f"extraction failed: {failed[0]}")
+
+
+def evaluate_group(memory, name: str, secrets: list[dict]) -> dict:
+    """Each secret asked about with each member about to speak, under each configuration: a leak is another's
+    secret in the speaker's "known" section (known), or anywhere in the injection's text (any); kept: the
+    speaker's own secret is in the injection when asked about it."""
+    out = {}
+    for label, (who, knowledge) in GROUP_CONFIGS.items():
+        known_leaks = any_leaks = kept = asked_own = injections = 0
+        for fact in secrets:
+            for speaker in GROUP:
+                other = GROUP[1 - GROUP.index(speaker)]
+                given = {"next": speaker, "previous": other, "none": None}[who]  # the newest reply is the other's
+                options = {"knowledge": knowledge, **({"speaker": given} if given else {})}
+                injection = memory.recall(name, f"What do you know about {fact['topic']}?", max_results=MAX_RESULTS,
+                                          **options)
+                injections += 1
+                items = [*injection.persistent, *injection.recalled]
+                summary = lambda c: c.node.fields.get("summary", "")  # noqa: E731
+                if fact["owner"] != speaker:
+                    known_leaks += any(summary(c) == fact["secret"] and c.view in ("known", "") for c in items)
+                    any_leaks += fact["secret"] in injection.text
+                else:
+                    asked_own += 1
+                    kept += fact["secret"] in injection.text
+        out[label] = {"injections": injections, "known_leaks": known_leaks, "any_leaks": any_leaks,
+                      "own_kept": round(kept / asked_own, 4) if asked_own else None}
+    return out
+
+
+def group_main(args) -> dict:
+    with TempMemory() as tmp:
+        answers, secrets = group_script(5, 8 if args.quick else 24)
+        build_group(tmp.memory, "group", answers)
+        progress(f"group chat: {len(answers)} replies by {', '.join(GROUP)}, {len(secrets)} secrets")
+        return evaluate_group(tmp.memory, "group", secrets)
+
+
 def set_weights(values: dict[str, float]) -> None:
     for key, value in values.items():
         setattr(story, key, value)
 
 
 def main() -> None:
-    args = parse_args(__doc__.splitlines()[0])
+    args = parse_args(__doc__.splitlines()[0], lambda p: p.add_argument(
+        "--group-only", action="store_true", help="only the group chat (two members, each with secrets)"))
+    group = group_main(args)
+    if args.group_only:
+        report = {"benchmark": "pov_recall", "quick": args.quick, "env": environment(), "results": {"group": group}}
+        emit(args, report, lambda r: _group_table(r["results"]["group"]))
+        return
     secrets, fillers, visits = (4, 6, 4) if args.quick else (10, 20, 16)
     shipped = {k: getattr(story, k) for k in WEIGHTS}
     off = {k: 0.0 for k in WEIGHTS}
@@ -369,6 +471,7 @@ def main() -> None:
         set_weights(shipped)
         results["shipped"] = measure()
         results["region_grid"] = regions
+    results["group"] = group
     report = {"benchmark": "pov_recall", "quick": args.quick, "env": environment(),
               "params": {"secrets": secrets, "fillers": fillers, "visits": visits, "grid": len(grid),
                          "region_grid": len(region_grid), "shipped": shipped, "best": best},
@@ -378,7 +481,7 @@ def main() -> None:
         rows = [(f"{weights}: {story_name}", m["injections"], m["leaks"], m["kept"], m["time_kept"],
                  m["region"]["questions"], m["region"]["kept"],
                  " ".join(f"{k} {v:g}" for k, v in m["region"]["by_kind"].items()), ", ".join(m["misses"][:2]))
-                for weights, by_story in r["results"].items() if weights != "region_grid"
+                for weights, by_story in r["results"].items() if weights not in ("region_grid", "group")
                 for story_name, m in by_story.items()]
         grid_rows = [(g["REGION_BONUS"], g["ADJACENT_BONUS"], g["tune"]["kept"],
                       " ".join(f"{k} {v:g}" for k, v in g["tune"]["by_kind"].items()), g["tune_secrets"]["kept"],
@@ -388,9 +491,17 @@ def main() -> None:
                 + "\n\nregion grid on the tuning story (other weights as shipped)\n"
                 + table(["REGION", "ADJACENT", "place kept", "by kind", "secrets kept", "leak share",
                          "day questions kept"], grid_rows)
-                + f"\nshipped weights {r['params']['shipped']}\nbest on tune {r['params']['best']}")
+                + f"\nshipped weights {r['params']['shipped']}\nbest on tune {r['params']['best']}"
+                + "\n\n" + _group_table(r["results"]["group"]))
 
     emit(args, report, render)
+
+def _group_table(group: dict) -> str:
+    rows = [(label, m["injections"], m["known_leaks"], m["any_leaks"], m["own_kept"]) for label, m in group.items()]
+    return ("group chat: each member's secrets asked about with each member about to speak (goal: 0 leaks)\n"
+            + table(["speaker: knowledge filter", "injections", "leaks (known section)", "leaks (anywhere)",
+                     "own secret kept"], rows))
+
 
 if __name__ == "__main__":
     main()

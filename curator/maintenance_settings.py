@@ -72,11 +72,25 @@ class ReflectionSettings(_Strict):
     window: int = Field(default=30, ge=3, le=200)  # recent nodes shown to the model
 
 
+class PlannerSettings(_Strict):
+    """The plot planner (ST-BME's): from the open threads, the characters' goals and the recent events, a model
+    proposes the next few beats of the story, shown in the panel and (by default, once on) injected as a short
+    block after the memory. Off by default: one model call (task `plan`) every `every` replies."""
+
+    enabled: bool = Field(default=False, description="propose the next beats every few replies (one model call)")
+    every: int = Field(default=5, ge=1, le=100, description="replies between plans")
+    beats: int = Field(default=3, ge=1, le=6, description="beats a plan proposes at most")
+    inject: bool = Field(default=True, description="put the newest plan after the memory in the injection")
+    recent_events: int = Field(default=8, ge=1, le=50, description="recent events the planner reads")
+
+
 class MaintenanceSettings(_Strict):
-    # Run the scheduled jobs after each extraction step (each job also has its own switch, on by default as in the
-    # original, except forgetting and reflection). Off until a config turns it on: it adds model calls (and loads
-    # the embedder) on every step, which a deployment should choose, not discover on its bill.
-    auto: bool = Field(default=False, description="run the scheduled passes after each extraction step")
+    # Run the scheduled jobs after each extraction step, as the original does: consolidation and small synopses on,
+    # compression every 10 steps, forgetting and reflection off. Their calls are logged under the `maintain` task
+    # (`curator usage`) and capped per step (`max_calls_per_step`); a chat or config.yaml can turn any of them off.
+    auto: bool = Field(default=True, description="run the scheduled passes after each extraction step")
+    max_calls_per_step: int = Field(default=6, ge=0, le=100, description="model requests the scheduled passes may "
+                                    "make after one extraction step, all together (0: no cap)")
     output_retries: int = Field(default=2, ge=0, description="invalid answers go back to the model this many times")
     consolidation: ConsolidationSettings = ConsolidationSettings()
     compression: CompressionSettings = CompressionSettings()

@@ -13,12 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, ValidationE
 
 from curator.vectors.embeddings import EmbeddingProfile
 from curator.errors import CuratorError
-from curator.maintenance_settings import MaintenanceSettings
+from curator.maintenance_settings import MaintenanceSettings, PlannerSettings
 
 CONFIG_FILENAME = "config.yaml"
 CHAT_MODEL_KEY = "CURATOR_CHAT_API_KEY"  # the key a chat's own model is sent, unless it names an allowed other
-Task = Literal["extract", "curate", "recall", "rewrite", "summarize", "maintain"]
-TASKS: tuple[Task, ...] = ("extract", "curate", "recall", "rewrite", "summarize", "maintain")
+Task = Literal["extract", "curate", "recall", "rewrite", "summarize", "maintain", "plan"]
+TASKS: tuple[Task, ...] = ("extract", "curate", "recall", "rewrite", "summarize", "maintain", "plan")
 
 
 class _Strict(BaseModel):
@@ -104,7 +104,11 @@ class RecallSettings(_Strict):
     history_floors: int = Field(default=0, ge=0, description="proxy: forward only the last K floors plus memory "
                                 "(0: all)")
     speaker: str | None = Field(default=None, description="who speaks next (a character's name); default: the "
-                                "newest assistant message's name")
+                                "newest assistant message's name (in a group chat: none, see knowledge)")
+    knowledge: Literal["auto", "label", "hide"] = Field(
+        default="auto", description="memories only others know (and others' points of view), for the speaker: "
+        "shown apart and labelled (label), left out (hide); auto: left out in group chats (two or more characters "
+        "reply), labelled otherwise")
 
 
 class HistorySettings(_Strict):
@@ -124,6 +128,7 @@ class Settings(_Strict):
     recall: RecallSettings = RecallSettings()
     maintenance: MaintenanceSettings = MaintenanceSettings()
     history: HistorySettings = HistorySettings()
+    planner: PlannerSettings = PlannerSettings()
     embedding: EmbeddingProfile = EmbeddingProfile()
     vectors_url: str | None = None  # a Chroma server (http://host:port); default: embedded, under the data dir
     store: str | None = None  # a PostgreSQL URL for the store (read by curator.store.location); default: SQLite
@@ -153,7 +158,7 @@ class Settings(_Strict):
         if chat_settings.get("tasks"):
             update["tasks"] = {**self.tasks, **{k: v for k, v in chat_settings["tasks"].items() if v}}
         for name, model in (("extraction", ExtractionSettings), ("maintenance", MaintenanceSettings),
-                            ("recall", RecallSettings)):
+                            ("recall", RecallSettings), ("planner", PlannerSettings)):
             overrides = chat_settings.get(name) or {}
             if not overrides:
                 continue

@@ -42,6 +42,8 @@ USES = {  # what each template is for, as the panel and `curator prompts list` s
     "maintain_summary": "summaries: the small synopsis of the last few extractions",
     "maintain_system": "maintenance: the system prompt of every maintenance call",
     "rewrite": "rag recall: the query rewrite",
+    "plan": "the plot planner: the next beats from open threads, goals and recent events",
+    "scouts": "the scouts' findings before a reply, as the director (or the curator in director mode) reads them",
 }
 
 

@@ -78,6 +78,8 @@ class TypeSpec(_Strict):
     title_template: str | None = None
     bucket: Bucket = "state"
     extract_every: int = Field(default=1, ge=1, le=1000)
+    # False: written by maintenance only (a synopsis): the extractor and the curator's write tools leave it alone
+    extracted: bool = True
     extraction_instructions: str = ""
     story: bool = False  # the extractor and the curator write story time, region and point of view for this type
     trigger_keywords: tuple[str, ...] = ()  # a reply with one of these words extracts the type off its cadence

@@ -79,6 +79,9 @@ BASES = {  # a valid body per route, so a bad field reaches past the first check
     ("POST", "/api/v1/chats/{chat_id}/rollback"): {"floor": 5},
     ("POST", "/api/v1/chats/{chat_id}/curate"): {"dry_run": True},
     ("POST", "/api/v1/chats/{chat_id}/import"): {"mode": "bind_latest"},
+    ("POST", "/api/v1/chats/{chat_id}/scouts"): {"message": "lantern"},
+    ("POST", "/api/v1/chats/{chat_id}/contradictions/{contradiction_id}"): {"action": "drop"},
+    ("PUT", "/api/v1/prompts/{name}"): {"text": "x"},
     ("POST", "/v1/chat/completions"): {"model": "m", "user": "c", "messages": [{"role": "user", "content": "hi"}]},
     ("POST", "/v1/chats/{chat_id}/chat/completions"): {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
     ("POST", "/api/v1/frontends/{frontend}/open"): {"scope": "character:probe.png", "file": "probe",
@@ -211,7 +214,7 @@ def test_every_route_refuses_every_bad_value_cleanly(walk):
         def valid_path(**override) -> str:
             node = walk_.seed()
             values = {"chat_id": "c", "node_id": node, "op": "compact", "name": "default", "job_id": "none",
-                      "frontend": "sillytavern", "floor": 3, "batch_id": 1}
+                      "frontend": "sillytavern", "floor": 3, "batch_id": 1, "contradiction_id": "none"}
             values.update(override)
             return path.format(**{k: quote(str(values[k]), safe="%") for k in path_params})
 

@@ -113,10 +113,15 @@ def test_cli_ingest_against_a_loopback_endpoint(tmp_path):
         assert data["steps_due"] == 24 and data["steps_done"] == 24
         assert {k.lower(): v for k, v in fake.headers[0].items()}["authorization"] == "Bearer k"
         usage = json.loads(_cli(tmp_path, fake.base_url, "usage", "--chat", "road", "--json").stdout)
-        # the default profile serves `summarize` too: the event timeline is compressed as the chat grows
-        compressed = usage["usage"]["summarize"]["calls"]
+        # the default profile serves `summarize` too: the event timeline is compressed as the chat grows; and
+        # `maintain`: consolidation and small synopses run on the defaults (ST-BME's), their calls logged
+        compressed, maintained = usage["usage"]["summarize"]["calls"], usage["usage"]["maintain"]["calls"]
         assert usage["usage"]["extract"]["calls"] == 30 and compressed > 0 and usage["failed_steps"] == []
-        assert len(fake.requests) == usage["usage"]["total"]["calls"] == 30 + compressed
+        assert 30 <= maintained <= 30 * 6  # within maintenance.max_calls_per_step
+        assert len(fake.requests) == usage["usage"]["total"]["calls"] == 30 + compressed + maintained
+        show = json.loads(_cli(tmp_path, fake.base_url, "show", "--chat", "road", "--json").stdout)
+        synopses = [n for n in show["nodes"] if n["type"] == "synopsis"]
+        assert synopses and synopses[0]["title"].startswith("Synopsis ")
 
 
 def test_cli_ingest_failure_is_one_line_and_resumable(tmp_path):

@@ -198,3 +198,42 @@ def test_scheduled_consolidation_after_an_extraction_step(memory):
     assert change["action"] == "skip" and memory.graph("live").get(change["node"]).archived
     assert memory.store.commits("live")[-1].anchor_floor == second.floor == 3
     assert second.to_dict()["maintenance"][0]["changes"] == report.changes
+
+
+def test_a_contradiction_waits_in_the_inbox_until_the_user_decides(road):
+    """Issue 34: consolidation flags the conflict instead of deciding; supersede / keep both / drop are each one
+    commit at the new fact's floor; a rollback of that floor takes the entry (and any decision) away."""
+    script = decide({"node_id": "new1", "action": "contradicts", "merge_target_id": "old1",
+                     "reason": "the salve was given on the road, not at the bridge"},
+                    {"node_id": "new2", "action": "keep"})
+    report = road.consolidate("road", model=script.model)
+    assert [c["action"] for c in report.changes] == ["contradicts", "keep"]
+    graph = road.graph("road")
+    assert not graph.get("new1").archived and not graph.get("old1").archived  # nothing decided silently
+    [item] = road.contradictions("road")
+    assert (item["new"]["id"], item["old"]["id"]) == ("new1", "old1") and item["actions"] == [
+        "supersede", "keep_both", "drop"]
+    from typer.testing import CliRunner
+
+    from curator.cli.main import app as cli
+
+    listed = CliRunner().invoke(cli, ["--data", str(road.data_dir), "contradictions", "--chat", "road"])
+    assert listed.exit_code == 0 and item["id"] in listed.output and "supersede|keep_both|drop" in listed.output
+    commit = road.resolve_contradiction("road", item["id"], "supersede")
+    graph = road.graph("road")
+    assert graph.get("old1").archived and not graph.get("new1").archived and road.contradictions("road") == []
+    assert [(e.source, e.target) for e in graph.edges(relation="updates")] == [("new1", "old1")]
+    # anchored where consolidation found it (the chat's newest floor, 7), not before: undone together
+    assert commit.origin == "manual" and commit.anchor_floor == 7
+    assert road.fact_spans("road", "old1")[-1]["to"]["floor"] == 7  # the superseded fact keeps its span
+    road.rollback("road", 8)  # a later floor: the decision stays
+    assert road.graph("road").get("old1").archived
+    road.rollback("road", 3)  # the new fact's floor: the fact, its inbox entry and the decision all go
+    assert road.contradictions("road") == [] and not road.graph("road").get("old1").archived
+    road.commit("road", NEW[:1], anchor_floor=3, origin="extract", note="seq 2")
+    road.commit("road", [{"op": "link", "source": "new1", "target": "old2", "relation": "contradicts"}], 3, "extract")
+    [item] = road.contradictions("road")  # the extractor may link a contradiction itself: it waits too
+    road.resolve_contradiction("road", item["id"], "drop")
+    assert road.graph("road").get("new1").archived and not road.graph("road").get("old2").archived
+    with pytest.raises(Exception, match="no open contradiction"):
+        road.resolve_contradiction("road", item["id"], "keep_both")

@@ -91,9 +91,9 @@ def test_rollup_folds_the_oldest_synopses_until_nothing_folds(bme):
 
 
 def test_summaries_need_a_synopsis_type(memory):
-    memory.create_chat("plain", "default")
+    memory.create_chat("plain", "default", settings={"maintenance": {"summaries": {"type": "chronicle"}}})
     report = memory.summarize("plain", model=Scripted(synopsis_answer).model)
-    assert "no 'synopsis' type" in report.skipped
+    assert "no 'chronicle' type" in report.skipped
 
 
 # ---- forgetting --------------------------------------------------------------------------------------------
@@ -147,9 +147,9 @@ def test_forget_can_measure_age_in_floors(memory):
     assert {c["node"] for c in memory.forget("old", dry_run=True).changes} == {"dull", "fresh"}
 
 
-def test_schedule_is_opt_in_and_forgetting_and_reflection_are_off_by_default():
-    assert due_jobs(Settings(), 10) == []
-    scheduled = Settings.model_validate({"maintenance": {"auto": True}})
+def test_schedule_is_on_by_default_and_forgetting_and_reflection_are_off():
+    assert due_jobs(Settings.model_validate({"maintenance": {"auto": False}}), 10) == []
+    scheduled = Settings()  # the ST-BME defaults: consolidation and small synopses every step, compression every 10
     assert due_jobs(scheduled, 10) == ["consolidate", "summarize", "compact"]
     assert due_jobs(scheduled, 7) == ["consolidate", "summarize"]
     everything = Settings.model_validate({"maintenance": {"auto": True, "forgetting": {"enabled": True},

@@ -410,3 +410,32 @@ def test_settings_and_prompts_are_edited_in_the_panel_and_reach_recall(page, ser
     page.click("#prompt-reset")
     page.wait_for_function('!document.querySelector("[data-prompt=\\"inject_labels\\"] .badge")')
     assert "recalled for this turn" in api.post("/chats/story/recall", json={"query": "Where is Rowan?"}).json()["text"]
+
+
+def test_the_inbox_lists_a_contradiction_and_a_decision_is_one_commit(page, service):
+    url, api = service
+    node = {"level": 0, "parent": None, "importance": 5.0, "access_count": 0, "archived": False,
+            "scope": {"layer": "objective", "owner": None, "region": None},
+            "story_time": {"label": None, "segment": None},
+            "created_at": "2026-01-01T00:00:00+00:00", "updated_at": "2026-01-01T00:00:00+00:00", "children": []}
+    graph = {"format": "memory-curator/graph", "version": 1, "schema": api.get("/schemas/default").json(),
+             "nodes": [{**node, "id": "dead", "type": "event", "title": "Summary 1", "floor_from": 1, "floor_to": 1,
+                        "fields": {"summary": "Mira dies of the fever at the mill."}},
+                       {**node, "id": "alive", "type": "event", "title": "Summary 2", "floor_from": 3, "floor_to": 3,
+                        "fields": {"summary": "Mira buys bread at the market."}}],
+             "edges": [{"id": "e_conflict", "source": "alive", "target": "dead", "relation": "contradicts",
+                        "strength": 0.8, "valid_from": 3, "valid_to": None, "created_at": node["created_at"],
+                        "updated_at": node["created_at"]}]}
+    assert api.post("/chats/inbox/import", json={"graph": graph, "mode": "restore"}).status_code == 201
+    open_panel(page, url, chat="story", tab="inbox")
+    assert "No open contradictions." in page.inner_text("#tab-inbox")
+    page.select_option("#chat-select", "inbox")
+    page.wait_for_selector('.contradiction[data-id="e_conflict"]')
+    text = page.inner_text("#tab-inbox")
+    assert "Mira buys bread at the market." in text and "Mira dies of the fever at the mill." in text
+    page.click('.contradiction[data-id="e_conflict"] button[data-action="drop"]')
+    page.wait_for_selector("#inbox-empty")
+    nodes = {n["id"]: n for n in api.get("/chats/inbox/graph/all").json()["nodes"]}
+    assert nodes["alive"]["archived"] and not nodes["dead"]["archived"]
+    assert api.get("/chats/inbox/commits").json()["commits"][-1]["note"].startswith("contradiction e_conflict: drop")
+    api.delete("/chats/inbox")

@@ -137,8 +137,11 @@ def test_a_regenerate_through_the_proxy_swaps_memory_and_a_swipe_back_restores_i
     messages = converse(client, server, 3)
     first = memory.graph("c").snapshot()
     upstream.variant = 1  # regenerate the last reply: the request ends at the user turn
-    again = client.chat.completions.create(model="story", messages=messages[:-1], user="c").choices[0].message.content
+    answer = client.chat.completions.with_raw_response.create(model="story", messages=messages[:-1], user="c")
+    again = answer.parse().choices[0].message.content
     assert again == reply_text(5, 1)
+    # the turn's recall is reused, although the first reply's extraction had committed (and was rolled back)
+    assert answer.headers["x-curator-recall"] == "reused"
     settle(server)
     assert memory.store.messages("c")[-1].text == again and calls.count(5) == 2
     assert memory.graph("c").snapshot() != first

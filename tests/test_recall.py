@@ -107,15 +107,20 @@ types:
 
 def test_reuse_on_the_same_floor_costs_nothing(memory, road, monkeypatch):
     query = "Will Brannoch give the compass back?"
-    first = memory.recall(road, query, user_floor=50)
+    first = memory.recall(road, query, user_floor=59)  # the imported memory is anchored at floor 59
     calls = []
     embedder = memory.index.function.embedder
     monkeypatch.setattr(embedder, "embed_queries", lambda texts: calls.append(texts))
-    again = memory.recall(road, query, user_floor=50)
+    again = memory.recall(road, query, user_floor=59)
     assert again.reused and not calls and again.text == first.text
-    memory.commit(road, [{"op": "update_node", "id": "n_mira", "set_fields": {"goal": "sail away"}}], 59)
+    # the reply to floor 59 is extracted (a commit anchored at 60): a regenerate of that reply still reuses it
+    memory.commit(road, [{"op": "update_node", "id": "n_mira", "set_fields": {"goal": "sail away"}}], 60)
+    assert memory.recall(road, query, user_floor=59).reused and not calls
+    memory.rollback(road, 60)  # ... and so does the regenerate's rollback of that extraction
+    assert memory.recall(road, query, user_floor=59).reused and not calls
+    memory.commit(road, [{"op": "update_node", "id": "n_mira", "set_fields": {"goal": "stay"}}], 59)
     monkeypatch.undo()
-    assert not memory.recall(road, query, user_floor=50).reused  # a new graph version: recall again
+    assert not memory.recall(road, query, user_floor=59).reused  # the memory up to the turn changed: recall again
 
 
 def test_recall_counts_access_outside_the_commit_log(memory, road):

@@ -11,8 +11,9 @@ def test_presets_ship_as_data():
 
 def test_default_preset_types_and_attributes():
     schema = load_preset("default")
-    assert list(schema.types) == ["character_sheet", "location_state", "event"]
-    sheet, place, event = (schema.types[t] for t in schema.types)
+    assert list(schema.types) == ["character_sheet", "location_state", "event", "synopsis"]
+    sheet, place, event, synopsis = (schema.types[t] for t in schema.types)
+    assert not synopsis.extracted and synopsis.field("summary").required  # written by maintenance (ST-BME)
     assert sheet.identity == "entity" and sheet.primary_key == ("name",) and sheet.alias_fields == ("aliases",)
     assert set(sheet.field_names) == {"name", "aliases", "identity", "traits", "goal", "inventory",
                                       "language_sample", "addressing_user"}

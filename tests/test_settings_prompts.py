@@ -95,7 +95,8 @@ def test_a_prompt_of_your_own_reaches_the_model_survives_a_reopen_and_resets(tmp
         info = memory.prompts.info("extract_system")
         assert info.overridden and info.stale  # ... and the panel says the shipped text changed since
         memory.prompts.reset("extract_system")
-        assert memory.prompts.text("extract_system") == shipped and not (data / "prompts" / "extract_system.md").exists()
+        assert memory.prompts.text("extract_system") == shipped
+        assert not (data / "prompts" / "extract_system.md").exists()
 
 
 def test_the_settings_api_is_typed_for_other_front_ends(tmp_path):
@@ -105,8 +106,10 @@ def test_the_settings_api_is_typed_for_other_front_ends(tmp_path):
         patch = schemas["ChatSettingsPatch"]["properties"]
         assert {"extraction", "recall", "maintenance", "tasks"} <= set(patch)
         recall = schemas["RecallSettingsPatch"]["properties"]
-        assert recall["budget_tokens"]["anyOf"][0]["minimum"] == 50 and "tokens" in recall["budget_tokens"]["description"]
-        assert client.post("/api/v1/chats", json={"id": "a", "settings": {"recall": {"mode": "llm"}}}).status_code == 201
+        budget = recall["budget_tokens"]
+        assert budget["anyOf"][0]["minimum"] == 50 and "tokens" in budget["description"]
+        created = client.post("/api/v1/chats", json={"id": "a", "settings": {"recall": {"mode": "llm"}}})
+        assert created.status_code == 201
         changed = client.patch("/api/v1/chats/a/settings", json={"recall": {"budget_tokens": 700, "mode": None}})
         assert changed.json()["overrides"] == {"recall": {"budget_tokens": 700}}
         assert changed.json()["effective"]["recall"]["mode"] == "hybrid"

@@ -155,3 +155,46 @@ def test_the_http_recall_takes_the_speaker(tale):
             views[speaker] = {n["id"]: n.get("view") for n in answer.json()["blocks"]["recalled"]}
         assert views["Cole"]["e_secret"] == "unknown" and views["Bram"]["e_secret"] == "known"
         assert client.post("/chats/tale/recall", json={"query": "x", "speaker": "y" * 201}).status_code in (400, 422)
+
+
+@pytest.fixture
+def group(memory):
+    """A group chat: Mira and Bram take turns replying; each did something alone the other must not learn."""
+    memory.create_chat("group", parse_schema(SCHEMA))
+    memory.set_messages("group", [Message("user", "Wren", f"turn {i}") if i % 2 == 0 else
+                                  Message("assistant", ("Mira", "Bram")[(i // 2) % 2], f"turn {i}") for i in range(8)])
+    ops = [{"op": "create_node", "id": f"c_{n.lower()}", "type": "character", "fields": {"name": n}}
+           for n in ("Mira", "Bram")]
+    ops += [ev("e_mira", "Mira hides the stolen crown behind the cider barrels.", 1),
+            {"op": "link", "source": "c_mira", "target": "e_mira", "relation": "knows"},
+            ev("e_bram", "Bram pours the vial into the well before dawn.", 3),
+            {"op": "link", "source": "c_bram", "target": "e_bram", "relation": "knows"},
+            ev("e_inn", "Mira and Bram share bread at the inn.", 5)]
+    memory.commit("group", ops, anchor_floor=5)
+    return memory
+
+
+def test_in_a_group_chat_each_member_sees_only_what_they_know(group):
+    """Issue 34: the speaker is the member about to speak (never the newest reply's, another member's); what the
+    speaker does not know is left out of their prompt in a group chat (`recall.knowledge` auto), labelled in a
+    one-to-one chat or with `label`; with nobody named, a group chat's recall fails closed."""
+    ask = "What about the crown and the well?"
+    as_bram = group.recall("group", ask, speaker="Bram")
+    assert "stolen crown" not in as_bram.text and "pours the vial" in as_bram.text
+    assert {"id": "e_mira", "type": "event", "title": "e_mira", "why": "knowledge", "block": "recalled"} in \
+        as_bram.left_out
+    assert "stolen crown" in group.recall("group", ask, speaker="Mira").text
+    nobody = group.recall("group", ask)  # the newest reply is Bram's: not taken for the next speaker
+    assert "stolen crown" not in nobody.text and "pours the vial" not in nobody.text and "share bread" in nobody.text
+    labelled = group.recall("group", ask, speaker="Bram", knowledge="label")
+    assert "not known to Bram (they must not act on it)" in labelled.text and "stolen crown" in labelled.text
+
+
+def test_the_proxy_takes_the_speaker_from_the_group_nudge_or_a_header():
+    from curator.service.proxy_match import next_speaker
+
+    group_request = [{"role": "system", "content": "A tavern scene."}, {"role": "user", "content": "Hello both."},
+                     {"role": "system", "content": "[Write the next reply only as Bram.]"}]
+    assert next_speaker(group_request) == "Bram"
+    assert next_speaker(group_request, "M%C3%ADra") == "Míra"  # X-Curator-Speaker, percent-encoded, wins
+    assert next_speaker([{"role": "user", "content": "Hello."}]) is None

@@ -19,6 +19,7 @@ from curator.api.core import MemoryCore, documented
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
+    from curator.api.scouts import ScoutReport
     from curator.extract.curator_agent import CurateResult
     from curator.extract.extractor import ExtractionResult
     from curator.extract.ingest import IngestReport
@@ -160,9 +161,16 @@ class AsyncMemory:
 
     async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
                      dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
-                     models: Models | None = None) -> CurateResult:
+                     models: Models | None = None, scouts: str | None = None) -> CurateResult:
         return await self._core.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests,
-                                       model=model, models=models)
+                                       model=model, models=models, scouts=scouts)
+
+    async def scout(self, chat_id: str, message: str, speaker: str | None = None, recall: bool = True) -> ScoutReport:
+        return await _off_loop(self._core.scout, chat_id, message, speaker, recall)
+
+    async def simulate(self, chat_id: str, draft_reply: str | None = None, floor: int | None = None,
+                       writer: str | None = None, models: Models | None = None) -> dict[str, Any]:
+        return await self._core.simulate(chat_id, draft_reply, floor, writer, models)
 
     async def usage(self, chat_id: str) -> dict[str, Any]:
         return await _off_loop(self._core.usage, chat_id)
@@ -175,6 +183,18 @@ class AsyncMemory:
     async def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
                      messages: list[Message] | None = None, **options: Any) -> Injection:
         return await _off_loop(self._core.recall, chat_id, query, mode, user_floor, messages, **options)
+
+    async def facts_at(self, chat_id: str, name: str, at: str | int) -> dict[str, Any]:
+        return await _off_loop(self._core.facts_at, chat_id, name, at)
+
+    async def fact_spans(self, chat_id: str, node_id: str) -> list[dict[str, Any]]:
+        return await _off_loop(self._core.fact_spans, chat_id, node_id)
+
+    async def contradictions(self, chat_id: str) -> list[dict[str, Any]]:
+        return await _off_loop(self._core.contradictions, chat_id)
+
+    async def resolve_contradiction(self, chat_id: str, contradiction_id: str, action: str) -> CommitRecord:
+        return await _off_loop(self._core.resolve_contradiction, chat_id, contradiction_id, action)
 
     async def world_info(self, chat_id: str) -> dict[str, Any]:
         return await _off_loop(self._core.world_info, chat_id)
@@ -208,6 +228,12 @@ class AsyncMemory:
 
     async def reflect(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
         return await self._core.reflect(chat_id, model)
+
+    async def plan(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
+        return await self._core.plan(chat_id, model)
+
+    async def current_plan(self, chat_id: str) -> dict[str, Any] | None:
+        return await _off_loop(self._core.current_plan, chat_id)
 
     async def node_history(self, chat_id: str, node_id: str) -> list[dict[str, Any]]:
         return await _off_loop(self._core.node_history, chat_id, node_id)

@@ -17,12 +17,12 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from curator.errors import CuratorError
-from curator.maintenance_settings import MaintenanceSettings
+from curator.maintenance_settings import MaintenanceSettings, PlannerSettings
 from curator.settings import TASKS, ExtractionSettings, ModelProfile, RecallSettings, Settings, Task
 
 # The sections a chat may override, and the model of each.
 SECTIONS: dict[str, type[BaseModel]] = {"extraction": ExtractionSettings, "recall": RecallSettings,
-                                        "maintenance": MaintenanceSettings}
+                                        "maintenance": MaintenanceSettings, "planner": PlannerSettings}
 _PARTIALS: dict[type[BaseModel], type[BaseModel]] = {}
 
 
@@ -49,6 +49,7 @@ def partial(model: type[BaseModel]) -> type[BaseModel]:
 ExtractionPatch = partial(ExtractionSettings)
 RecallPatch = partial(RecallSettings)
 MaintenancePatch = partial(MaintenanceSettings)
+PlannerPatch = partial(PlannerSettings)
 
 
 ModelProfilePatch = partial(ModelProfile)
@@ -64,6 +65,7 @@ class ChatSettingsPatch(BaseModel):
     extraction: ExtractionPatch | None = None  # type: ignore[valid-type]
     recall: RecallPatch | None = None  # type: ignore[valid-type]
     maintenance: MaintenancePatch | None = None  # type: ignore[valid-type]
+    planner: PlannerPatch | None = None  # type: ignore[valid-type]
     tasks: dict[Task, str | None] | None = Field(default=None, description="task -> profile name (null: the "
                                                  "global choice)")
 
@@ -79,6 +81,7 @@ class GlobalSettingsPatch(BaseModel):
     extraction: ExtractionPatch | None = None  # type: ignore[valid-type]
     recall: RecallPatch | None = None  # type: ignore[valid-type]
     maintenance: MaintenancePatch | None = None  # type: ignore[valid-type]
+    planner: PlannerPatch | None = None  # type: ignore[valid-type]
 
 
 def merge_patch(target: dict, patch: dict) -> dict:

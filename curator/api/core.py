@@ -6,14 +6,14 @@ so an event loop never waits on the store."""
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from curator.prompts import Prompts, prompts_for
+from curator.api.settings_ops import SettingsOps
+from curator.api.story_ops import StoryOps
 from curator.schemas import Schema, load_schema
 
 from curator.extract.chatfile import read_chat
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 
 C = TypeVar("C", bound=type)
-log = logging.getLogger("curator.memory")
 
 
 def documented(source: type) -> Callable[[C], C]:
@@ -62,8 +61,9 @@ def documented(source: type) -> Callable[[C], C]:
     return apply
 
 
-class MemoryCore:
-    """Memory for every chat under one data directory: the state and the operations behind both faces."""
+class MemoryCore(SettingsOps, StoryOps):
+    """Memory for every chat under one data directory: the state and the operations behind both faces (the
+    settings and prompts ones in `settings_ops.py`, the story and orchestrator ones in `story_ops.py`)."""
 
     def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None,
                  store: str | None = None):
@@ -78,6 +78,7 @@ class MemoryCore:
         self._index: VectorIndex | None = None
         self._recaller: Recaller | None = None
         self._compress_failures: dict[str, int] = {}  # chat -> floor of its last failed compression (pipeline)
+        self._summary_backoff: dict[str, tuple[int, int]] = {}  # chat -> (seq, failures in a row) of its synopses
         self._history: HistorySync | None = None
         # the HTTP service sets a lock here: recall caches are shared by its request threads
         self.recall_guard: AbstractContextManager[object] | None = None
@@ -108,44 +109,6 @@ class MemoryCore:
         self.store.retention = Retention(settings.history.keep_days, settings.history.keep_batches)
         self._spread_settings()
 
-    def _stamp(self) -> tuple | None:
-        from curator.settings import CONFIG_FILENAME
-
-        try:
-            stat = (self.data_dir / CONFIG_FILENAME).stat()
-        except OSError:
-            return None
-        return (stat.st_mtime_ns, stat.st_size)
-
-    def _reload_settings(self) -> None:
-        from curator.settings import load_settings
-        from curator.api.settings_file import AT_START
-
-        stamp = self._stamp()
-        try:
-            fresh = load_settings(self.data_dir)
-        except Exception:
-            if self._settings is None:
-                raise
-            log.warning("config.yaml changed but is not valid; the settings in effect stay", exc_info=True)
-            self._config_stamp = stamp
-            return
-        if self._settings is not None and self._index is not None:  # read at start: kept until a restart
-            kept = {name: getattr(self._settings, name) for name in AT_START}
-            if any(getattr(fresh, name) != value for name, value in kept.items()):
-                log.warning("config.yaml changed %s; that takes effect at the next start",
-                            ", ".join(n for n in AT_START if getattr(fresh, n) != kept[n]))
-            fresh = fresh.model_copy(update=kept)
-        self._config_stamp = stamp
-        self._config_checked = time.monotonic()
-        self._use(fresh)
-
-    def _spread_settings(self) -> None:
-        """The settings to the parts that keep a reference to them."""
-        for part in (self._recaller, self._history):
-            if part is not None:
-                part.settings = self._settings
-
     @property
     def data_dir(self) -> Path:
         return self.store.data_dir
@@ -155,44 +118,6 @@ class MemoryCore:
         if self._index is not None:
             self._index.close()
         self.store.close()
-
-    # ---- settings and prompts: a chat's own, the data directory's (curator/api/chat_settings.py, api/settings_file.py) --
-    def chat_settings(self, chat_id: str) -> dict:
-        """A chat's settings: its own overrides, and the settings it runs with (the overrides over config.yaml)."""
-        from curator.api.chat_settings import effective
-
-        chat = self.store.chat(chat_id)
-        return {"chat": chat_id, "overrides": chat.settings, "effective": effective(self.settings, chat.settings)}
-
-    def update_chat_settings(self, chat_id: str, patch: dict, replace: bool = False) -> dict:
-        """Change a chat's own settings by a merge patch (`null` removes an override; `replace`: the patch is the
-        whole set); validated against the result before it is stored. Returns `chat_settings`."""
-        from curator.api.chat_settings import apply
-
-        settings = self.settings
-        self.store.change_settings(chat_id, lambda current: apply(settings, current, patch, replace=replace))
-        return self.chat_settings(chat_id)
-
-    def global_settings(self) -> dict:
-        """The data directory's settings: config.yaml's own data and the settings in effect (keys never shown)."""
-        from curator.api.settings_file import view
-
-        return view(self.data_dir, self.settings)
-
-    def update_settings(self, patch: dict) -> dict:
-        """Change config.yaml by a merge patch (validated first; the old file kept as config.yaml.bak); the new
-        settings take effect at once. Returns `global_settings`."""
-        from curator.api.settings_file import update
-
-        update(self.data_dir, patch)
-        if not self._settings_given:
-            self._reload_settings()
-        return self.global_settings()
-
-    @property
-    def prompts(self) -> Prompts:
-        """The prompt templates of this data directory: its `prompts/` folder over the shipped ones."""
-        return prompts_for(self.data_dir)
 
     # chats
     def create_chat(self, chat_id: str, schema: Schema | str | Path = "default", settings: dict | None = None) -> Chat:
@@ -362,12 +287,20 @@ class MemoryCore:
                messages: list[Message] | None = None, **options) -> Injection:
         """The injection for the next generation: persistent and recalled memory within the token budget.
         Give `user_floor` (the floor of the user message being answered) to reuse the result on a swipe, and
-        `messages` (the recent turns, the message answered last) to build the query from the conversation."""
+        `messages` (the recent turns, the message answered last) to build the query from the conversation.
+        `at` (a story time the memory uses, "day 5", a date, or a floor) recalls over the memory as it was then
+        (`curator/recall/as_of.py`); the other options override the chat's recall settings."""
+        at = options.pop("at", None)
         if self._recaller is None:
             from curator.recall.engine import Recaller
 
             self._recaller = Recaller(self.store, self.settings, self.index)
         opts = self.recall_settings(chat_id).model_copy(update=options) if options else None
+        if at is not None:
+            from curator.recall.as_of import recall_at
+
+            return recall_at(self._recaller, chat_id, query, at, opts or self.recall_settings(chat_id),
+                             self._recaller.prompts)
         return self._recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=opts, messages=messages)
 
     def recall_settings(self, chat_id: str) -> RecallSettings:
@@ -397,7 +330,7 @@ class MemoryCore:
     # ---- the memory_curator agent (issue 5) ----------------------------------------------------------------
     async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
                      dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
-                     models: Models | None = None) -> CurateResult:
+                     models: Models | None = None, scouts: str | None = None) -> CurateResult:
         """Run the memory_curator agent for the reply at `floor` (default: the newest) or for a reply the
         orchestrator drafted (`draft_reply`, at the floor it will take). Its writes land as one commit anchored
         at that floor (none with `dry_run`: the result lists the ops it would commit); the result is the run's
@@ -410,7 +343,8 @@ class MemoryCore:
         curator = Curator(self.store, self.settings, model=models.curate, index=self.index if has_vectors else None)
         compress = self._compress_after(models)
 
-        result = await curator.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests)
+        result = await curator.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests,
+                                      scouts=scouts)
         if result.ok and result.commit is not None and compress is not None:
             result.maintenance = await compress(chat_id, result.floor)
         return result
@@ -423,17 +357,20 @@ class MemoryCore:
         from curator.maintenance import Maintainer
 
         self._write_access()  # forgetting weighs them
-        return Maintainer(self.store, self.settings, model=model, index=lambda: self.index)
+        return Maintainer(self.store, self.settings, model=model, index=lambda: self.index,
+                          backoff=self._summary_backoff)
 
     def _after_step(self, models: Models):
         """Scheduled maintenance after an extraction step, when the chat's settings turn it on
         (`maintenance.auto`). With models given but no `maintain` one it does not run: a model given for
         extraction is never reused for other tasks."""
-        if models.given() and models.maintain is None:
+        if models.given() and models.maintain is None and models.plan is None:
             return None
         from curator.maintenance.scheduling import after_extraction
 
         maintainer = self.maintainer(models.maintain)
+        maintainer.plan_model = models.plan
+        maintainer.scripted = models.given()  # a scripted run: only the passes it gave a model for
         return lambda result: after_extraction(maintainer, result)
 
     async def compact(self, chat_id: str, types: list[str] | None = None, model: Model | None = None,

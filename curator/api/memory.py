@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
     from curator.extract.channel import ChannelWriter
+    from curator.api.scouts import ScoutReport
     from curator.extract.curator_agent import CurateResult
     from curator.extract.extractor import ExtractionResult
     from curator.extract.ingest import IngestReport
@@ -176,9 +177,16 @@ class Memory:
 
     def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
                dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
-               models: Models | None = None) -> CurateResult:
+               models: Models | None = None, scouts: str | None = None) -> CurateResult:
         return run_sync(self._core.curate(chat_id, floor, draft_reply, dry_run=dry_run, max_requests=max_requests,
-                                          model=model, models=models))
+                                          model=model, models=models, scouts=scouts))
+
+    def scout(self, chat_id: str, message: str, speaker: str | None = None, recall: bool = True) -> ScoutReport:
+        return self._core.scout(chat_id, message, speaker, recall)
+
+    def simulate(self, chat_id: str, draft_reply: str | None = None, floor: int | None = None,
+                 writer: str | None = None, models: Models | None = None) -> dict[str, Any]:
+        return run_sync(self._core.simulate(chat_id, draft_reply, floor, writer, models))
 
     def usage(self, chat_id: str) -> dict[str, Any]:
         return self._core.usage(chat_id)
@@ -191,6 +199,18 @@ class Memory:
     def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
                messages: list[Message] | None = None, **options: Any) -> Injection:
         return self._core.recall(chat_id, query, mode, user_floor, messages, **options)
+
+    def facts_at(self, chat_id: str, name: str, at: str | int) -> dict[str, Any]:
+        return self._core.facts_at(chat_id, name, at)
+
+    def fact_spans(self, chat_id: str, node_id: str) -> list[dict[str, Any]]:
+        return self._core.fact_spans(chat_id, node_id)
+
+    def contradictions(self, chat_id: str) -> list[dict[str, Any]]:
+        return self._core.contradictions(chat_id)
+
+    def resolve_contradiction(self, chat_id: str, contradiction_id: str, action: str) -> CommitRecord:
+        return self._core.resolve_contradiction(chat_id, contradiction_id, action)
 
     def world_info(self, chat_id: str) -> dict[str, Any]:
         return self._core.world_info(chat_id)
@@ -221,6 +241,12 @@ class Memory:
 
     def forget(self, chat_id: str, dry_run: bool = False) -> MaintenanceReport:
         return run_sync(self._core.forget(chat_id, dry_run))
+
+    def plan(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
+        return run_sync(self._core.plan(chat_id, model))
+
+    def current_plan(self, chat_id: str) -> dict[str, Any] | None:
+        return self._core.current_plan(chat_id)
 
     def reflect(self, chat_id: str, model: Model | None = None) -> MaintenanceReport:
         return run_sync(self._core.reflect(chat_id, model))

@@ -283,6 +283,8 @@ def recall(
                         "the query is built from them; without --query the last user message is the one answered.")] = None,
     mode: Annotated[str | None, typer.Option(help="hybrid (default) | rag | llm")] = None,
     budget: Annotated[int | None, typer.Option(help="Token budget for both blocks.")] = None,
+    at: Annotated[str | None, typer.Option(help="Recall over the memory as it was at this story time ('day 5', a "
+                                                "date, a floor).")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Recall the memories for the next generation and show the injection: the persistent block, the recalled
@@ -299,7 +301,9 @@ def recall(
     with open_memory(existing=True) as memory:
         if budget is not None and budget < 1:
             raise CuratorError(f"budget {budget} is not a token count", "Give a positive number of tokens.")
-        options = {"budget_tokens": budget} if budget else {}
+        options: dict = {"budget_tokens": budget} if budget else {}
+        if at is not None:
+            options["at"] = at
         injection = memory.recall(chat, query or "", mode=mode, messages=messages, **options)
     if json_:
         console.print_json(injection.to_dict())
@@ -424,6 +428,7 @@ def main() -> None:
 from curator.cli import curate as cli_curate, maintain as cli_maintain, serve as cli_serve  # noqa: F401
 from curator.cli import history_cmd as cli_history, settings_cmd as cli_settings, store_cmd as cli_store  # noqa: F401
 from curator.cli import sillytavern as cli_sillytavern  # noqa: F401
+from curator.cli import story_cmd as cli_story  # noqa: F401
 
 if __name__ == "__main__":
     main()

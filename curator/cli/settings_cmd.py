@@ -114,7 +114,8 @@ def prompts_list(json_: JsonOpt = False) -> None:
 
 @prompts_app.command("show")
 @reported
-def prompts_show(name: str, shipped: Annotated[bool, typer.Option("--shipped", help="The shipped text.")] = False) -> None:
+def prompts_show(name: str,
+                 shipped: Annotated[bool, typer.Option("--shipped", help="The shipped text.")] = False) -> None:
     """The text in effect (yours when you have one)."""
     with open_memory() as memory:
         text = memory.prompts.shipped(name) if shipped else memory.prompts.text(name)

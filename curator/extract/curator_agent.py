@@ -72,9 +72,10 @@ class Curator:
         self._agents: dict[tuple, tuple[Schema, Agent]] = {}
 
     async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
-                     dry_run: bool = False, max_requests: int | None = None) -> CurateResult:
+                     dry_run: bool = False, max_requests: int | None = None, scouts: str | None = None) -> CurateResult:
         """Curate memory after the reply at `floor` (default: the newest reply; with `draft_reply`, the floor the
-        draft will take). `draft_reply` is a reply the orchestrator drafted but has not stored yet."""
+        draft will take). `draft_reply` is a reply the orchestrator drafted but has not stored yet; `scouts`, what
+        the scouts found before it (`curator/api/scouts.py`), is in the run's prompt."""
         started = time.perf_counter()
         chat = self.store.chat(chat_id)
         settings = self.settings.for_chat(chat.settings)
@@ -88,7 +89,7 @@ class Curator:
                             latest_floor=max(floor, len(messages) - 1))
         try:
             model = TaskModel(settings, "curate", self._model.given).metered(trace)  # the chat's own model too
-            prompt = self._user_prompt(chat_id, chat.schema, settings, messages, floor, seq, focus, active)
+            prompt = self._user_prompt(chat_id, chat.schema, settings, messages, floor, seq, focus, active, scouts)
             run = await self._agent(chat.schema, active, settings, ws.index is not None).run(
                 prompt, model=model, deps=ws, usage_limits=UsageLimits(request_limit=cap))
             result.reply = run.output if isinstance(run.output, str) else str(run.output)
@@ -131,7 +132,7 @@ class Curator:
         return agent
 
     def _user_prompt(self, chat_id: str, schema: Schema, settings: Settings, messages: list[Message], floor: int,
-                     seq: int, focus: Message, active: list[str]) -> str:
+                     seq: int, focus: Message, active: list[str], scouts: str | None = None) -> str:
         turns = settings.extraction.context_turns
         start = floor
         users = 0
@@ -144,6 +145,7 @@ class Curator:
                                    active_types=", ".join(active) or "(none this run)",
                                    compressed_types=", ".join(compressed) or "(none)",
                                    extracted=self._extracted(chat_id, floor) or "(nothing)",
+                                   scouts=scouts or "(no scouts ran)",
                                    context=context or "(none)", focus=_line(floor, focus))
 
     def _extracted(self, chat_id: str, floor: int) -> str:

@@ -41,11 +41,15 @@ class ExtractionResult:
     reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     maintenance: list = field(default_factory=list)  # reports of the scheduled maintenance after this step
+    set_aside: dict[str, int] = field(default_factory=dict)  # inactive type -> items the answer gave, not written
+    simulated: list[dict] | None = None  # a simulation: the ops it would have committed (nothing was)
 
     def to_dict(self) -> dict:
         return {"chat": self.chat_id, "floor": self.floor, "seq": self.seq, "active_types": self.active_types,
                 "ok": self.ok, "commit": self.commit.id if self.commit else None,
                 "ops": len(self.commit.ops) if self.commit else 0, "reason": self.reason, "usage": self.usage.to_dict(),
+                **({"set_aside": self.set_aside} if self.set_aside else {}),
+                **({"simulated_ops": self.simulated} if self.simulated is not None else {}),
                 **({"maintenance": [m.to_dict() for m in self.maintenance]} if self.maintenance else {})}
 
 
@@ -83,9 +87,12 @@ class Extractor:
         self._model = TaskModel(settings, "extract", model)  # the profile's limiter and retries (llm/access.py)
         self._agents: dict[tuple, tuple[Schema, Agent]] = {}
 
-    async def extract(self, chat_id: str, floor: int, messages: list[Message] | None = None) -> ExtractionResult:
+    async def extract(self, chat_id: str, floor: int, messages: list[Message] | None = None, *,
+                      simulate: bool = False) -> ExtractionResult:
         """Extract the reply at `floor` (and any replies since the last extraction, as one step). `messages`
-        saves reading the chat again when the caller has it (they must be the stored messages)."""
+        saves reading the chat again when the caller has it (they must be the stored messages, or with
+        `simulate`, the stored ones and a drafted reply after them). `simulate`: the model is asked (and its calls
+        logged) but nothing is committed or recorded as a step; the result holds the ops (`simulated`)."""
         chat = self.store.chat(chat_id)
         settings = self.settings.for_chat(chat.settings)
         messages = messages if messages is not None else self.store.messages(chat_id)
@@ -103,8 +110,13 @@ class Extractor:
         trace = LLMTrace()
         result = ExtractionResult(chat_id, floor, seq, active, ok=False)
         try:
-            ops = await self._run(chat_id, chat.schema, settings, messages, focus, active, trace)
-            result.commit = self.store.commit(chat_id, ops, floor, "extract", note=f"seq {seq}")
+            ops, result.set_aside = await self._run(chat_id, chat.schema, settings, messages, focus, active, trace)
+            note = f"seq {seq}" + (f"; set aside (not active this step): {_aside(result.set_aside)}"
+                                   if result.set_aside else "")
+            if simulate:
+                result.simulated = ops
+            else:
+                result.commit = self.store.commit(chat_id, ops, floor, "extract", note=note)
             result.ok = True
         except (CuratorError, OpError) as exc:
             result.reason = str(exc)
@@ -112,17 +124,19 @@ class Extractor:
             result.reason = failure_reason(exc)
         result.usage = trace.usage()
         log_calls(self.store, chat_id, trace.records)
-        _log_step(self.store, result)
+        if not simulate:
+            _log_step(self.store, result)
         return result
 
     async def _run(self, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
-                   focus: list[int], active: list[str], trace: LLMTrace) -> list[dict]:
+                   focus: list[int], active: list[str], trace: LLMTrace) -> tuple[list[dict], dict[str, int]]:
         # the chat's own settings: its own model when none is configured (Settings.for_chat)
         model = TaskModel(settings, "extract", self._model.given).metered(trace)
         deps = StepDeps(schema, self.store.graph(chat_id), active, anchor=focus[-1], focus_from=focus[0])
         prompt = user_prompt(self.store, chat_id, schema, settings, messages, focus, active, self.prompts)
-        await self._agent(schema, active, settings).run(prompt, model=model, deps=deps)
-        return deps.planned[-1]
+        run = await self._agent(schema, active, settings).run(prompt, model=model, deps=deps)
+        aside = {name: len(items) for name, items in getattr(run.output, "set_aside", {}).items()}
+        return deps.planned[-1], aside
 
     def _agent(self, schema: Schema, active: list[str], settings: Settings) -> Agent[StepDeps, object]:
         """One agent per schema, active types and settings: building the output model and the agent costs
@@ -166,6 +180,10 @@ def _plan_answer(ctx: RunContext[StepDeps], answer):
         raise ModelRetry(str(exc)) from None
     deps.planned.append(ops)
     return answer
+
+
+def _aside(set_aside: dict[str, int]) -> str:
+    return ", ".join(f"{name} ({count} item{'s' * (count != 1)})" for name, count in set_aside.items())
 
 
 def failure_reason(exc: BaseException) -> str:

@@ -1,13 +1,16 @@
 """The extractor's output model, generated from the schema for the types active at this step.
 
-Unknown keys are rejected (never silently dropped), so a model that invents a field is told so and retries.
+Unknown keys are rejected (never silently dropped), so a model that invents a field is told so and retries. One
+exception: a list for a type of the schema that is not active this step (its cadence skips it) is set aside, not
+refused: the rest of the answer is kept instead of the whole step failing, and the answer says what was set aside
+(`set_aside`), which the step's result reports.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, model_validator
 
 from curator.schemas import Schema, TypeSpec
 from curator.store.story_time import KNOWS, story_fields
@@ -49,8 +52,34 @@ def output_model(schema: Schema, active: list[str]) -> type[BaseModel]:
         item = item_model(spec, schema.relation(KNOWS) is not None)
         fields[name] = (list[item], Field(default_factory=list, description=spec.description or None))
     fields["links"] = (list[link], Field(default_factory=list, description="links between nodes"))
-    return create_model("RecordMemory", __base__=_Item,
-                        __doc__="What the newest reply establishes, as memory.", **fields)
+    inactive = frozenset(schema.types) - set(active)
+    return create_model("RecordMemory", __base__=_Answer, __doc__="What the newest reply establishes, as memory.",
+                        __validators__={"_inactive": _set_aside(inactive)}, **fields)
+
+
+class _Answer(_Item):
+    _set_aside: dict[str, list] = PrivateAttr(default_factory=dict)  # inactive type -> its items, set aside
+
+    @property
+    def set_aside(self) -> dict[str, list]:
+        return self._set_aside
+
+
+def _set_aside(inactive: frozenset[str]):
+    """A validator that takes the lists of the schema's inactive types out of the answer (and counts them)."""
+
+    def take_out(cls, data, handler):
+        aside = {}
+        if isinstance(data, dict) and inactive & data.keys():
+            data = dict(data)
+            for name in sorted(inactive & data.keys()):
+                items = data.pop(name)
+                aside[name] = items if isinstance(items, list) else [items]
+        answer = handler(data)
+        answer._set_aside = aside
+        return answer
+
+    return model_validator(mode="wrap")(take_out)
 
 
 def _class_name(type_name: str) -> str:

@@ -67,7 +67,11 @@ def plan_ops(schema: Schema, graph: GraphView, answer: BaseModel, active: list[s
         except StoryInputError as exc:
             raise PlanError(str(exc)) from None
     seen = set()
+    aside = _handles_set_aside(answer)
     for index, link in enumerate(answer.links):
+        if aside and (normalize_name(link.source) in aside or normalize_name(link.target) in aside) and not (
+                _resolvable(plan, graph, link.source) and _resolvable(plan, graph, link.target)):
+            continue  # a link to an item of a type not active this step: set aside with the item
         source = _resolve(plan, graph, link.source, f"links[{index}].source")
         target = _resolve(plan, graph, link.target, f"links[{index}].target")
         if source == target:
@@ -78,6 +82,21 @@ def plan_ops(schema: Schema, graph: GraphView, answer: BaseModel, active: list[s
             plan.ops.append({"op": "link", "source": source, "target": target, "relation": link.relation,
                              "valid_from": anchor})
     return plan.ops
+
+
+def _handles_set_aside(answer: BaseModel) -> set[str]:
+    """The refs and names of the items the answer gave for types not active this step (output_model.py)."""
+    handles = set()
+    for items in getattr(answer, "set_aside", {}).values():
+        for item in items:
+            if isinstance(item, dict):
+                handles.update(normalize_name(v) for v in item.values() if isinstance(v, str) and v.strip())
+    return handles
+
+
+def _resolvable(plan: Plan, graph: GraphView, name: str) -> bool:
+    key = normalize_name(name)
+    return key in plan.refs or key in plan.handles or bool(graph.find_by_name(name))
 
 
 def _upsert_entity(plan: Plan, spec: TypeSpec, graph: GraphView, values: dict[str, str], anchor: int) -> str:

@@ -16,8 +16,8 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 def active_types(schema: Schema, graph: GraphView, seq: int, reply: str) -> list[str]:
     """The types extracted at step `seq` given the newest reply's text, in schema order."""
-    due = {name for name, spec in schema.types.items() if seq % spec.extract_every == 0}
-    skipped = [name for name in schema.types if name not in due]
+    due = {name for name, spec in schema.types.items() if spec.extracted and seq % spec.extract_every == 0}
+    skipped = [name for name, spec in schema.types.items() if name not in due and spec.extracted]
     return [name for name in schema.types if name in due or (name in skipped and triggered(schema, graph, name, reply))]
 
 

@@ -37,9 +37,10 @@ class Models:
     curate: Model | None = None
     maintain: Model | None = None
     summarize: Model | None = None
+    plan: Model | None = None  # the plot planner
 
     def given(self) -> bool:
-        return any(m is not None for m in (self.extract, self.curate, self.maintain, self.summarize))
+        return any(m is not None for m in (self.extract, self.curate, self.maintain, self.summarize, self.plan))
 
     def with_task(self, task: str, model: Model | None) -> Models:
         """These models with `model` for `task` (unchanged when `model` is None)."""

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry, RunContext, ToolOutput
+from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.usage import UsageLimits
 from pydantic_ai.models import Model
 
 from curator.errors import CuratorError
@@ -90,6 +92,8 @@ class Job:
         self._model = TaskModel(self.settings, task, model)  # the profile's limiter and retries (llm/access.py)
         self.trace = LLMTrace()
         self.report = MaintenanceReport(op, chat_id, anchor if anchor is not None else head_floor(store, chat_id))
+        self.request_limit: int | None = None  # model requests this job may make (None: no cap)
+        self.backoff: dict[str, tuple[int, int]] = {}  # see Maintainer
         self._started = time.perf_counter()
         self._agents: dict[int, Agent] = {}
 
@@ -113,9 +117,11 @@ class Job:
         return self._model.available()
 
     async def ask(self, output_type: type[BaseModel], prompt: str, check: Callable[[Any], None] | None = None,
-                  system: str = "") -> Any:
+                  system: str = "", settle: Callable[[Any], Any] | None = None) -> Any:
         """One structured request (with up to `output_retries` corrections): `check` raises ValueError with a
-        precise message for an answer that cannot be applied, and the model is told so."""
+        precise message for an answer that cannot be applied, and the model is told so. `settle`: what to make of
+        an answer that still fails `check` on the last try (e.g. a synopsis a little too long, clipped) instead of
+        failing the job; it raises ValueError when there is nothing to keep."""
         agent = self._agents.get(id(output_type))
         if agent is None:
             agent = Agent(None, output_type=ToolOutput(output_type, name="answer", description="Give your answer."),
@@ -124,7 +130,16 @@ class Job:
             agent.output_validator(_validate)
             self._agents[id(output_type)] = agent
         model = self._model.metered(self.trace)
-        result = await agent.run(prompt, model=model, deps=_Check(check))
+        limits = None
+        if self.request_limit is not None:
+            remaining = self.request_limit - len(self.trace.records)
+            if remaining <= 0:
+                raise CallCapReached()
+            limits = UsageLimits(request_limit=remaining)
+        try:
+            result = await agent.run(prompt, model=model, deps=_Check(check, settle), usage_limits=limits)
+        except UsageLimitExceeded:
+            raise CallCapReached() from None
         return result.output
 
     def commit(self, ops: list, note: str) -> CommitRecord | None:
@@ -144,11 +159,21 @@ class Job:
         return self.report
 
 
+class CallCapReached(CuratorError):
+    """The scheduled passes after one step used up their model requests (`maintenance.max_calls_per_step`)."""
+
+    def __init__(self) -> None:
+        super().__init__("the model requests maintenance may make after one step (maintenance.max_calls_per_step) "
+                         "were used up; what this pass had not committed waits for a later step",
+                         "Raise maintenance.max_calls_per_step (0: no cap), or turn passes off (Settings).")
+
+
 @dataclass
 class _Check:
     """The per-request answer check, passed to the (cached) agent as its deps."""
 
     check: Callable[[Any], None] | None
+    settle: Callable[[Any], Any] | None = None
 
 
 def _validate(ctx: RunContext[_Check], answer):
@@ -156,6 +181,11 @@ def _validate(ctx: RunContext[_Check], answer):
         try:
             ctx.deps.check(answer)
         except ValueError as exc:
+            if ctx.deps.settle is not None and ctx.retry >= ctx.max_retries:  # the last try: keep what can be kept
+                try:
+                    return ctx.deps.settle(answer)
+                except ValueError:
+                    pass
             raise ModelRetry(str(exc)) from None
     return answer
 

@@ -37,8 +37,9 @@ class Evolution(_Strict):
 
 class Decision(_Strict):
     node_id: str = Field(description="the new node's id")
-    action: Literal["keep", "merge", "skip"]
-    merge_target_id: str | None = Field(default=None, description="for merge: the neighbour it merges into")
+    action: Literal["keep", "merge", "skip", "contradicts"]
+    merge_target_id: str | None = Field(default=None, description="for merge: the neighbour it merges into; for "
+                                        "contradicts: the neighbour it cannot be true together with")
     merged_fields: dict[str, str] = Field(default_factory=dict, description="for merge: the target's changed fields")
     evolution: Evolution | None = None
     reason: str = ""
@@ -187,6 +188,9 @@ def _check(job: Job, answer: Decisions, by_id: dict[str, Candidate]) -> None:
             errors.append(f"{d.node_id!r} has more than one decision")
         seen.add(d.node_id)
         neighbours = {o.id: o for o, _ in c.neighbours}
+        if d.action == "contradicts" and d.merge_target_id not in neighbours:
+            errors.append(f"{d.node_id}: contradicts needs merge_target_id, one of its neighbours: "
+                          f"{', '.join(neighbours)}")
         if d.action == "merge":
             target = neighbours.get(d.merge_target_id or "")
             if target is None:
@@ -230,6 +234,12 @@ def _plan(job: Job, answer: Decisions, by_id: dict[str, Candidate]) -> tuple[lis
         if d.action == "skip":
             ops.append(ArchiveNode(id=node.id))
             changes.append({"action": "skip", "node": node.id, "reason": d.reason})
+        elif d.action == "contradicts" and job.schema.relation("contradicts") is not None:
+            # not decided here: both stay, linked, and wait in the inbox (curator/maintenance/contradictions.py)
+            ops.append(Link(source=node.id, target=d.merge_target_id, relation="contradicts",
+                            valid_from=node.floor_to))
+            changes.append({"action": "contradicts", "node": node.id, "target": d.merge_target_id,
+                            "reason": d.reason})
         elif d.action == "merge":
             target = neighbours[d.merge_target_id]
             current = updated.setdefault(target.id, dict(target.fields))

@@ -17,22 +17,33 @@ from curator.maintenance.common import Job, MaintenanceReport, Progress
 from curator.maintenance.compression import compress
 from curator.maintenance.consolidation import consolidate, new_nodes_of_steps
 from curator.maintenance.forgetting import forget
+from curator.maintenance.planner import plan
 from curator.maintenance.reflection import reflect
-from curator.maintenance.summaries import summarize
+from curator.maintenance.summaries import note_outcome, summarize
 
 if TYPE_CHECKING:
     from curator.vectors.index import VectorIndex
 
 
 class Maintainer:
-    """`model` replaces the configured `maintain` profile; `index` opens the vector index when a job needs it."""
+    """`model` replaces the configured `maintain` profile; `index` opens the vector index when a job needs it.
+    `backoff` (chat -> the extraction seq of the last failed scheduled summary and how many failed in a row) is kept
+    by the caller across steps, so a failing synopsis is not paid for at every step. `request_limit`, when set, caps
+    the model requests of each job started (the scheduled passes after one step share `max_calls_per_step`)."""
 
     def __init__(self, store: Store, settings: Settings, model: Model | None = None,
-                 index: Callable[[], VectorIndex] | None = None):
+                 index: Callable[[], VectorIndex] | None = None, backoff: dict[str, tuple[int, int]] | None = None):
         self.store, self.settings, self.model, self.index = store, settings, model, index
+        self.backoff = backoff if backoff is not None else {}
+        self.request_limit: int | None = None
+        self.plan_model: Model | None = None  # replaces the configured `plan` profile (the plot planner)
+        self.scripted = False  # after a step of a scripted run: only the passes given a model run
 
     def job(self, op: str, chat_id: str, anchor: int | None = None, task: str = "maintain") -> Job:
-        return Job(op, self.store, self.settings, chat_id, model=self.model, index=self.index, anchor=anchor, task=task)
+        model = self.plan_model if task == "plan" else self.model
+        job = Job(op, self.store, self.settings, chat_id, model=model, index=self.index, anchor=anchor, task=task)
+        job.request_limit, job.backoff = self.request_limit, self.backoff
+        return job
 
     async def _run(self, job: Job, work) -> MaintenanceReport:
         try:
@@ -64,8 +75,18 @@ class Maintainer:
         return await self._run(job, consolidate(job, self._nodes(job, steps, node_ids), force=True))
 
     async def summarize(self, chat_id: str, force: bool = True, anchor: int | None = None) -> MaintenanceReport:
+        """Write the small synopsis when due (`force`: now), then roll synopses up. A scheduled run that fails
+        holds the next scheduled one back (`summaries.backoff`); one that succeeds clears that."""
         job = self.job("summarize", chat_id, anchor)
-        return await self._run(job, summarize(job, force=force))
+        report = await self._run(job, summarize(job, force=force))
+        if not force:
+            note_outcome(job)
+        return report
+
+    async def plan(self, chat_id: str, anchor: int | None = None, seq: int | None = None) -> MaintenanceReport:
+        """The plot planner: propose the next beats (one model call of the `plan` task), kept as a plan."""
+        job = self.job("plan", chat_id, anchor, task="plan")
+        return await self._run(job, plan(job, seq))
 
     async def reflect(self, chat_id: str, force: bool = True, anchor: int | None = None) -> MaintenanceReport:
         job = self.job("reflect", chat_id, anchor)

@@ -3,7 +3,12 @@ synopsis node (level 0); when a level holds more than `rollup_fan_in` active syn
 into one a level up (a `compact`, so the sources are archived under it), until nothing folds.
 
 Where the last small summary ended lives in the commit log (the anchor of the newest small-summary commit), so a
-rollback moves it back by itself."""
+rollback moves it back by itself.
+
+Retries are bounded: an answer outside the length bounds goes back to the model `output_retries` times and is then
+clipped at a sentence (kept, not lost); a scheduled summary that still fails holds the next one back for
+`small_every` extractions, twice that after a second failure in a row, and so on up to `MAX_WAIT`; a synopsis covers
+at most the newest `2 x small_every` extractions, so the span of a failed one is not carried forward for ever."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from curator.store.ops import Compact, CreateNode
 from curator.maintenance.common import Job, node_line
 
 SMALL_NOTE = "small summary"
+MAX_WAIT = 30  # extractions a failing scheduled summary waits at most before it is tried again
 _SEQ = re.compile(r"^seq (\d+)")
 
 
@@ -64,8 +70,14 @@ async def summarize(job: Job, force: bool = False) -> None:
         return
     steps = pending_steps(job)
     job.report.details["pending_extractions"] = len(steps)
+    if steps:
+        job.report.details["newest_seq"] = steps[-1][1]
+        held = None if force else _held_back(job, steps[-1][1])
+        if held:
+            job.report.skipped = held
+            return
     if steps and (len(steps) >= cfg.small_every or force):
-        await _small(job, field, steps)
+        await _small(job, field, steps[-2 * cfg.small_every:])
     await _rollup(job, field)
     if not job.report.changes:
         job.report.skipped = (f"{len(steps)} extraction(s) since the last small summary (one is written every "
@@ -85,7 +97,8 @@ async def _small(job: Job, field: str, steps: list[tuple[int, int, list[str]]]) 
     prompt = job.prompts.render("maintain_summary", seq_from=seq_from, seq_to=seq_to, floor_from=floor_from,
                                 floor_to=floor_to, min_chars=lo, max_chars=hi,
                                 material=material or "(nothing was recorded)")
-    answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=job.prompts.render("maintain_system"))
+    answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=job.prompts.render("maintain_system"),
+                           settle=_clip(lo, hi))
     record = job.commit([CreateNode(type=job.cfg.summaries.type, title=f"Synopsis {seq_from}-{seq_to}",
                                     fields={field: answer.text.strip()}, floor_from=floor_from, floor_to=floor_to,
                                     level=0)],
@@ -110,7 +123,8 @@ async def _rollup(job: Job, field: str) -> None:
         prompt = job.prompts.render("maintain_rollup", count=len(batch), floor_from=batch[0].floor_from,
                                     floor_to=max(n.floor_to for n in batch), min_chars=lo, max_chars=hi,
                                     synopses="\n".join(f"- {n.fields.get(field, n.title)}" for n in batch))
-        answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=job.prompts.render("maintain_system"))
+        answer = await job.ask(SummaryText, prompt, _length(lo, hi), system=job.prompts.render("maintain_system"),
+                               settle=_clip(lo, hi))
         title = f"Synopsis {_span(batch)}"
         record = job.commit([Compact(type=cfg.type, title=title, fields={field: answer.text.strip()},
                                      children=[n.id for n in batch])],
@@ -125,6 +139,45 @@ def _span(batch: list[Node]) -> str:
     if numbers and all(n.title.startswith("Synopsis ") for n in batch):
         return f"{min(numbers)}-{max(numbers)}"
     return f"floors {batch[0].floor_from}-{max(n.floor_to for n in batch)}"
+
+
+def _held_back(job: Job, newest_seq: int) -> str | None:
+    """Why a scheduled summary waits (a recent one failed), or None."""
+    entry = job.backoff.get(job.chat_id)
+    if entry is None:
+        return None
+    failed_at, count = entry
+    wait = min(job.cfg.summaries.small_every * 2 ** (count - 1), MAX_WAIT)
+    if newest_seq >= failed_at + wait:
+        return None
+    return (f"the scheduled synopsis failed at extraction {failed_at} ({count} in a row); the next try is after "
+            f"extraction {failed_at + wait}")
+
+
+def note_outcome(job: Job) -> None:
+    """After a scheduled summary: a failure holds the next one back, a synopsis written clears that."""
+    report = job.report
+    if report.error and "newest_seq" in report.details:
+        _, count = job.backoff.get(job.chat_id, (0, 0))
+        job.backoff[job.chat_id] = (report.details["newest_seq"], count + 1)
+    elif report.changes:
+        job.backoff.pop(job.chat_id, None)
+
+
+def _clip(lo: int, hi: int):
+    """On the last try: a synopsis too long is cut at its last sentence end within the bound (or at a word);
+    one too short but not empty is kept as it is."""
+    def settle(answer: SummaryText) -> SummaryText:
+        text = " ".join(answer.text.split())
+        if not text:
+            raise ValueError("empty synopsis")
+        if len(text) > hi:
+            cut = text[:hi]
+            end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "), cut.rfind("。"))
+            text = cut[:end + 1] if end >= lo - 1 else cut[:cut.rfind(" ")].rstrip(",;:") if " " in cut else cut
+        return SummaryText(text=text)
+
+    return settle
 
 
 def _length(lo: int, hi: int):

@@ -25,6 +25,7 @@ from curator.schemas import Schema
 from curator.store.graph import Node, normalize_name
 from curator.recall.injection import Chosen, Injection, pack
 from curator.recall.persistent import PersistentPlan, mark_overflow, note_left_out, plan_persistent
+from curator.store.plans import latest_plan
 from curator.recall.pool import build_pool, update_pool
 from curator.recall.entities import entities_in, entity_focus
 from curator.recall.query import RecallQuery, build_query, fuse_parts
@@ -33,7 +34,7 @@ from curator.llm.records import LLMTrace, Usage
 from curator.llm.usage import log_calls
 from curator.store.queries import GraphView
 from curator.recall.rerank import rerank
-from curator.recall.story import annotate, label_views, speaker_of, story_boost, story_context
+from curator.recall.story import annotate, label_views, speaker_of, story_boost, story_context, withhold
 from curator.recall import scoring
 from curator.recall.scoring import (
     SOURCE_WEIGHT,
@@ -51,6 +52,7 @@ from curator.recall.scoring import (
 )
 from curator.settings import RecallSettings, Settings
 from curator.store.access import add_access
+from curator.store.commit_log import floor_stamp
 from curator.store.store import Store, utc_now
 from curator.vectors.index import VectorIndex
 
@@ -90,7 +92,7 @@ class Recaller:
         self.model = model  # replaces the `recall` profile's model for LLM stages (tests, scripted runs)
         self._states: OrderedDict[str, ChatState] = OrderedDict()  # per chat, kept in step commit by commit
         self._states_guard = threading.Lock()
-        self._results: OrderedDict[tuple, Injection] = OrderedDict()
+        self._results: OrderedDict[tuple, tuple[tuple, Injection]] = OrderedDict()  # key -> (when valid, result)
         self._synced: dict[str, tuple] = {}
         self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
         self._last_pool: dict[tuple, tuple] = {}  # (chat, horizon) -> the newest pool's key, pool and persistent plan
@@ -121,16 +123,20 @@ class Recaller:
         chat = self.store.chat(chat_id)
         opts = options or self.settings.for_chat(chat.settings).recall  # the chat's own recall settings
         mode = mode or opts.mode
-        epoch, version, _ = self.store.stamp(chat_id)
+        epoch = self.store.stamp(chat_id)[0]
         user, assistant, previous_user = opts.turn_weights
         rq = build_query(query, messages, user=user, assistant=assistant, previous_user=previous_user)
         query = rq.text or query
         digest = hashlib.sha256("\x1f".join([rq.turns, *(f"{p.weight}:{p.text}" for p in rq.parts)]).encode())
-        key = (chat_id, epoch, user_floor, digest.hexdigest(), version, mode, opts.model_dump_json())
-        if user_floor is not None and key in self._results:
-            cached = self._results[key]
+        key = (chat_id, epoch, user_floor, digest.hexdigest(), mode, opts.model_dump_json())
+        # A regenerate or swipe of the turn answering `user_floor` reuses the result, even after the previous
+        # reply's extraction committed (anchored after the turn): what it may not change is the memory up to the
+        # turn (the commits anchored at it or before) and the chat's schema and settings.
+        reuse = (floor_stamp(self.store, chat_id, user_floor), chat.updated_at) if user_floor is not None else None
+        cached = self._results.get(key) if user_floor is not None else None
+        if cached is not None and cached[0] == reuse:
             self._results.move_to_end(key)
-            return Injection(**{**cached.__dict__, "reused": True, "usage": Usage()})
+            return Injection(**{**cached[1].__dict__, "reused": True, "usage": Usage()})
         started = time.perf_counter()
         graph = self.store.graph(chat_id)
         state = self.state(chat_id)
@@ -140,7 +146,9 @@ class Recaller:
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)
-        story = story_context(graph, version, speaker_of(opts.speaker, state.last_speaker), self.store.changes)
+        group = len(state.reply_names) >= 2  # two or more characters reply: a group chat
+        story = story_context(graph, version, speaker_of(opts.speaker, state.last_speaker, group), self.store.changes)
+        hide = opts.knowledge == "hide" or (opts.knowledge == "auto" and group)
         calls = LLMTrace()  # the LLM stages' requests: in the injection's usage and the store's usage log
         if mode == "rag":
             chosen = self._rag(chat_id, query, pool, opts, injection, calls, rq)
@@ -160,17 +168,34 @@ class Recaller:
                 injection.usage.add(record)
             log_calls(self.store, chat_id, calls.records)
         with state.lock:  # the plan's left-out nodes are read from the state (`persistent.LeftOut`)
-            pack(injection, chat.schema, plan.kept, mark_overflow(chosen, plan), self.prompts)
+            injection.plan = self._plan(chat_id, chat.settings, user_floor)
+            persistent, recalled, withheld = plan.kept, mark_overflow(chosen, plan), []
+            if hide:  # the knowledge filter: what the speaker does not know never reaches their prompt
+                (persistent, gone), (recalled, gone_too) = withhold(persistent, story), withhold(recalled, story)
+                withheld = [getattr(n, "node", n) for n in (*gone, *gone_too)]
+            pack(injection, chat.schema, persistent, recalled, self.prompts)
             dropped = {i: n for i in injection.dropped_for_budget if (n := pool.nodes.get(i) or pool.leaf_nodes.get(i))}
             note_left_out(injection, plan, dropped)
-        label_views(injection, chat.schema, story, self.prompts)  # grouped by scope: known, own view, rumours, not known
+            if withheld:
+                injection.left_out += [{"id": n.id, "type": n.type, "title": n.title, "why": "knowledge",
+                                        "block": "persistent" if n in plan.kept else "recalled"} for n in withheld[:50]]
+                injection.left_out_count += len(withheld)
+        label_views(injection, chat.schema, story, self.prompts)  # grouped: known, own view, rumours, not known
         self._touch(chat_id, [c.node.id for c in injection.recalled])
         injection.usage.latency_ms += (time.perf_counter() - started) * 1000
         if user_floor is not None:
-            self._results[key] = injection
+            self._results[key] = (reuse, injection)
             while len(self._results) > 256:
                 self._results.popitem(last=False)
         return injection
+
+    def _plan(self, chat_id: str, chat_settings: dict, user_floor: int | None) -> list[str]:
+        """The plot planner's newest beats, when it is on and injects (curator/maintenance/planner.py)."""
+        planner = self.settings.for_chat(chat_settings).planner
+        if not (planner.enabled and planner.inject):
+            return []
+        found = latest_plan(self.store, chat_id, user_floor)
+        return found["beats"] if found else []
 
     def evict_floors(self, chat_id: str, floor: int) -> int:
         """Drop results cached for user floors >= `floor` of a chat (history sync rolled them back)."""

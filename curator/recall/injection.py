@@ -58,6 +58,8 @@ class Injection:
     text: str = ""
     fallback: dict | None = None  # {"from": "llm", "reason": ...} when the requested mode failed and hybrid ran
     speaker: str | None = None  # set when the memories are grouped by how the speaker holds them
+    as_of: dict | None = None  # recall at a point in story time: the point (curator/recall/as_of.py)
+    plan: list[str] = field(default_factory=list)  # the plot planner's beats, injected after the memory
 
     @property
     def tokens(self) -> int:
@@ -78,6 +80,8 @@ class Injection:
             "placement": self.placement,
             "usage": self.usage.to_dict(), "text": self.text,
             **({"speaker": self.speaker} if self.speaker else {}),
+            **({"as_of": self.as_of} if self.as_of else {}),
+            **({"plan": self.plan} if self.plan else {}),
         }
 
 
@@ -143,7 +147,7 @@ def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled:
     """Fill the budget, never cutting a node (one that does not fit whole is left out, and named). Persistent
     nodes (given in `rank_persistent` order) come first, up to 70% of the budget; then recalled nodes by score.
     Each block is rendered in story order, with the templates and labels of `prompts`."""
-    used = 2 * block_overhead(prompts)
+    used = 2 * block_overhead(prompts) + plan_tokens(injection, prompts)  # the plan's block comes off the top
     limits = {"persistent": int(injection.budget_tokens * PERSISTENT_SHARE), "recalled": injection.budget_tokens}
     for block, items in (("persistent", persistent), ("recalled", recalled)):
         kept, misses = [], 0
@@ -203,7 +207,19 @@ def render_text(injection: Injection, schema: Schema, prompts: Prompts = SHIPPED
                 sections.append(prompts.render("inject_section", bucket=heading, lines="\n".join(lines)).strip())
         blocks.append(prompts.render("inject_block", heading=prompts.label("blocks", block),
                                      sections="\n\n".join(sections)).strip())
+    if injection.plan:
+        blocks.append(_plan_block(injection, prompts))
     return "\n\n".join(blocks)
+
+
+def _plan_block(injection: Injection, prompts: Prompts) -> str:
+    return prompts.render("inject_block", heading=prompts.label("blocks", "plot"),
+                          sections="\n".join(f"- {beat}" for beat in injection.plan)).strip()
+
+
+def plan_tokens(injection: Injection, prompts: Prompts = SHIPPED) -> int:
+    """The tokens the plan's block takes (0 without a plan)."""
+    return count_tokens(_plan_block(injection, prompts)) + 1 if injection.plan else 0
 
 
 def _sections(injection: Injection, prompts: Prompts) -> list[tuple[str, str, str]]:

@@ -50,6 +50,7 @@ class ChatState:
         self.speaker: dict[int, str] = {}
         self.speakers: Counter = Counter()
         self.named_replies: dict[int, str] = {}  # floor -> name, of the assistant messages that have a name
+        self.reply_names: Counter = Counter()  # the names assistant messages are written under (two: a group chat)
         self.latest_floor: int | None = None  # the newest message's floor (None: no messages)
         self.last_speaker: str | None = None  # the newest named assistant message's name
         self.edges: dict[str, tuple[str, str]] = {}  # edge id -> (source, target)
@@ -158,7 +159,8 @@ class ChatState:
             if old in self.lines:
                 del self.lines[old]
                 self.speakers[self.speaker.pop(old)] -= 1
-                self.named_replies.pop(old, None)
+                if (gone_name := self.named_replies.pop(old, None)) is not None:
+                    self.reply_names[gone_name] -= 1
         newest = newest_named = None
         for f, role, name, text in messages_from(store, self.chat_id, floor):
             self.lines[f] = f"{name}: {text}" if name else text
@@ -167,8 +169,10 @@ class ChatState:
             newest = f if newest is None else max(newest, f)
             if role == "assistant" and name:
                 self.named_replies[f] = name
+                self.reply_names[name] += 1
                 newest_named = f if newest_named is None else max(newest_named, f)
         self.speakers = +self.speakers  # drop the names no message uses any more
+        self.reply_names = +self.reply_names
         # what recall asks every time, answered here so a warm recall sends no statement for it; every floor left
         # is below `floor`, so the newest is a new one, else the old one nearest below
         self.latest_floor = newest if newest is not None else _last_below(self.lines, floor)

@@ -81,6 +81,15 @@ class StoryContext:
     speaker: str | None = None
     speaker_ids: set[str] = field(default_factory=set)
 
+    def withheld(self, node_id: str) -> bool:
+        """Whether the knowledge filter leaves the memory out for this speaker (`recall.knowledge` hide): a memory
+        only others know, another character's point of view; without a speaker (a group chat where nobody said who
+        speaks next), every memory only some know and every point of view (it fails closed)."""
+        data = self.data
+        if not self.speaker:
+            return node_id in data.restricted or node_id in data.owners
+        return self.view(node_id) in ("unknown", "rumour")
+
     def view(self, node_id: str) -> str:
         """How the speaker holds a memory: known | own | mistaken | rumour | unknown ('' without a speaker)."""
         if not self.speaker:
@@ -290,9 +299,21 @@ def label_views(injection: Injection, schema: Schema, context: StoryContext, pro
     injection.text = render_text(injection, schema, prompts)
 
 
-def speaker_of(given: str | None, last_speaker: str | None) -> str | None:
-    """Who speaks next: the given name (the character card's), else the newest named assistant message's name
-    (`last_speaker`, which the recall state keeps)."""
+def speaker_of(given: str | None, last_speaker: str | None, group: bool = False) -> str | None:
+    """Who speaks next: the given name (the character card's, the group member about to speak), else the newest
+    named assistant message's name (`last_speaker`, which the recall state keeps). Not in a group chat: there the
+    newest reply is another member's, so nobody is assumed (and the knowledge filter fails closed)."""
     if given and given.strip():
         return given.strip()
-    return last_speaker
+    return None if group else last_speaker
+
+
+def withhold(items: list, context: StoryContext) -> tuple[list, list]:
+    """`items` (nodes or chosen memories) split into those the speaker may see and those the knowledge filter
+    leaves out for them."""
+    if not context.data.active:
+        return items, []
+    kept, out = [], []
+    for item in items:
+        (out if context.withheld(getattr(item, "node", item).id) else kept).append(item)
+    return kept, out

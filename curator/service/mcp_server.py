@@ -249,6 +249,23 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
         last_recall[chat] = result
         return result
 
+    @read
+    def scout(chat: Chat,
+              message: Annotated[str, Field(min_length=1, description="the user's message about to be answered")],
+              speaker: Annotated[str | None, Field(description="the character about to speak")] = None) -> dict:
+        """Before writing a reply: what memory holds about `message` (the entities it names, where the story
+        stands, open threads and undecided contradictions, what `speaker` does not know, what recall will show).
+        Read-only; no model call."""
+        return memory.scout(chat, message, speaker).to_dict()
+
+    @read
+    def facts_at(chat: Chat,
+                 name: Annotated[str, Field(min_length=1, description="a name (or node id), e.g. Mira")],
+                 at: Annotated[str, Field(min_length=1, description="a story time the memory uses ('day 5'), a "
+                                                                    "date or a floor")]) -> dict:
+        """What the node named `name` held at a point in story time, and the spans of story time of its values."""
+        return memory.facts_at(chat, name, at)
+
     @server.resource("memory://chats", name="chats", mime_type="application/json",
                      description="The ids of every chat with memory.")
     def chats_resource() -> str:

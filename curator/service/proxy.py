@@ -32,7 +32,8 @@ from curator.errors import CuratorError
 from curator.store.messages import Message
 from curator.service.history_window import HEADER as WINDOW_HEADER, SAVED_HEADER, history_floors, keep_recent_floors
 from curator.service.proxy_guard import RollbackRefused, allowed, check_chat_id, encode_chat_id, header_chat_id
-from curator.service.proxy_match import KIND_HEADER, continued, request_kind, sync_request, window_start  # noqa: F401
+from curator.service.proxy_match import (  # noqa: F401
+    KIND_HEADER, SPEAKER_HEADER, continued, next_speaker, request_kind, sync_request, window_start)
 from curator.service.proxy_upstream import no_upstream, upstream_error, upstream_headers
 from curator.service.proxy_upstream import router as upstream_router
 from curator.service.server.security import error_body
@@ -135,8 +136,9 @@ async def _proxy(request: Request, path_chat: str | None):
     kind = request_kind(body["messages"], request.headers.get(KIND_HEADER))
     window = history_floors(_history_setting(service, chat_id), request.headers.get(WINDOW_HEADER))
     limit = None if allowed(request.headers) else config.max_rollback
+    speaker = next_speaker(body["messages"], request.headers.get(SPEAKER_HEADER))  # a group chat's next member
     try:
-        injection, start = await run_in_threadpool(_prepare, service, chat_id, floors, limit)
+        injection, start = await run_in_threadpool(_prepare, service, chat_id, floors, limit, speaker)
     except RollbackRefused as exc:
         return error_body(409, "rollback_refused", str(exc), exc.hint)
     messages, dropped, saved = keep_recent_floors(body["messages"], window if injection and injection.text else 0)
@@ -145,7 +147,8 @@ async def _proxy(request: Request, path_chat: str | None):
     headers = upstream_headers(request, config.key_env, request.app.state.service_token)
     url = config.upstream.rstrip("/") + "/chat/completions"
     extra = {"x-curator-chat": encode_chat_id(chat_id), "x-curator-kind": kind,
-             "x-curator-memory-tokens": str(injection.tokens if injection else 0)}
+             "x-curator-memory-tokens": str(injection.tokens if injection else 0),
+             "x-curator-recall": "none" if injection is None else "reused" if injection.reused else "fresh"}
     if window:
         extra[SAVED_HEADER] = str(saved)
         log.info("proxy: chat %s: %d old messages (%d tokens) left to memory", chat_id, dropped, saved)
@@ -194,8 +197,8 @@ def _choices(body: dict) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
-def _prepare(service: Service, chat_id: str, floors: list[Message],
-             max_rollback: int | None = None) -> tuple[Injection | None, int]:
+def _prepare(service: Service, chat_id: str, floors: list[Message], max_rollback: int | None = None,
+             speaker: str | None = None) -> tuple[Injection | None, int]:
     """Sync the request's floors (creating the chat on first sight) and recall for its last user message.
     Returns the injection (None when there is nothing to recall for) and the floor the request starts at."""
     if not service.memory.store.has_chat(chat_id):
@@ -212,7 +215,7 @@ def _prepare(service: Service, chat_id: str, floors: list[Message],
     if user is None:
         return None, start
     turns = floors[max(0, user - RECALL_TURNS + 1):user + 1]  # the query is built from the recent turns
-    return service.recall(chat_id, floors[user].text, user_floor=start + user, messages=turns), start
+    return service.recall(chat_id, floors[user].text, user_floor=start + user, messages=turns, speaker=speaker), start
 
 
 def _own_model(service, chat_id: str, config: ProxyConfig, model: str) -> None:

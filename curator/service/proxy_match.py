@@ -219,6 +219,27 @@ def request_kind(messages: list[dict], header: str | None = None,
     return "chat"
 
 
+SPEAKER_HEADER = "x-curator-speaker"
+# SillyTavern's group nudge (1.12.x default `group_nudge_prompt`): "[Write the next reply only as {{char}}.]"
+_GROUP_NUDGE = re.compile(r"\[write the next reply only as (?P<name>[^\]\n]{1,100}?)\.?\]", re.IGNORECASE)
+
+
+def next_speaker(messages: list[dict], header: str | None = None) -> str | None:
+    """Who the front end asks to speak next: the `X-Curator-Speaker` header (percent-encoded UTF-8) when given,
+    else the character SillyTavern's group nudge names (a system message of a group chat's request); None when
+    neither says (recall then assumes nobody in a group chat: `curator/recall/story.py`)."""
+    if header and header.strip():
+        from urllib.parse import unquote
+
+        return unquote(header.strip())[:200]
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "system":
+            found = _GROUP_NUDGE.search(_content_text(message.get("content")))
+            if found:
+                return found["name"].strip()
+    return None
+
+
 def continued(reply: Message, addition: str, postfix: str = " ") -> Message:
     """The reply after Continue: SillyTavern joins the old text and the continuation with its continue postfix
     (a space by default); the form is immaterial, a front end's copy with another joint is the same floor."""

@@ -31,6 +31,17 @@ def newest_ops(store: Store, chat_id: str, origin: str, limit: int, note_prefix:
     return [json.loads(r[0]) for r in rows]
 
 
+def newest_ops_and_notes(store: Store, chat_id: str, origin: str, note_prefix: str,
+                         upto: int | None = None) -> list[tuple[int, str]]:
+    """(anchor floor, note) of the commits of `origin` whose note starts with `note_prefix` (anchored at `upto` or
+    before), newest first."""
+    where, params = (" AND anchor_floor <= ?", (chat_id, origin, note_prefix + "%", upto)) if upto is not None \
+        else ("", (chat_id, origin, note_prefix + "%"))
+    rows = store.conn.execute(f"SELECT anchor_floor, note FROM commits WHERE chat_id=? AND origin=? AND note LIKE ?"
+                              f"{where} ORDER BY id DESC LIMIT 20", params)
+    return [(r[0], r[1]) for r in rows]
+
+
 def anchored_between(store: Store, chat_id: str, origin: str, after: int, upto: int) -> list[tuple[int, str, list]]:
     """(anchor floor, note, ops) of the commits of `origin` anchored in (after, upto], by floor then id."""
     rows = store.conn.execute("SELECT anchor_floor, note, ops_json FROM commits WHERE chat_id=? AND origin=? AND "
@@ -46,6 +57,14 @@ def touching(store: Store, chat_id: str, node_id: str) -> list[tuple[int, str, s
         "SELECT id, origin, at, anchor_floor, note, undo_json FROM commits WHERE chat_id=? AND undo_json LIKE ? "
         "ORDER BY id", (chat_id, f"%{json.dumps(node_id)}%"))
     return [(*r[:5], json.loads(r[5])) for r in rows]
+
+
+def floor_stamp(store: Store, chat_id: str, floor: int) -> tuple[int, int]:
+    """(newest id, count) of the commits anchored at `floor` or before: what the memory up to that floor is made
+    of. Commits anchored later (the reply after it, its maintenance) leave it unchanged."""
+    row = store.conn.execute("SELECT MAX(id), COUNT(*) FROM commits WHERE chat_id=? AND anchor_floor <= ?",
+                             (chat_id, floor)).fetchone()
+    return (row[0] or 0, row[1])
 
 
 def newest_commit(store: Store, chat_id: str) -> sqlite3.Row | None:

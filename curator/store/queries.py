@@ -68,6 +68,13 @@ class GraphView:
             "SELECT story_label, story_segment FROM nodes WHERE chat_id=? AND story_segment IS NOT NULL "
             "ORDER BY floor_from, id", (self.chat_id,))]
 
+    def story_floors(self) -> list[tuple[int, int, str | None, str]]:
+        """(floor_from, floor_to, label, stored segment) of every node with a segment, archived ones too, in floor
+        order: where the story's time stands at each floor."""
+        return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(
+            "SELECT floor_from, floor_to, story_label, story_segment FROM nodes WHERE chat_id=? AND "
+            "story_segment IS NOT NULL ORDER BY floor_from, id", (self.chat_id,))]
+
     def latest_of_types(self, types: list[str], limit: int) -> list[tuple[str, str, dict]]:
         """(type, title, fields) of the `limit` active nodes of `types` with the latest floor_to; ties in the order
         of `types`, then of `nodes()` (floor_from, id). Reads only what it returns (the extractor's known names
@@ -192,6 +199,15 @@ class GraphView:
             found.extend(tuple(r) for r in self.conn.execute(
                 f"{sql} AND id IN ({', '.join('?' * len(chunk))}) ORDER BY id", (self.chat_id, *chunk)))
         return found
+
+    def contradictions(self) -> list[Edge]:
+        """The open contradictions: `contradicts` links between two active nodes of the objective layer (a
+        point-of-view memory that contradicts the facts is a mistaken belief, by design, not a conflict)."""
+        edges = self.edges(relation="contradicts")
+        nodes = {n.id: n for n in self.by_ids(sorted({i for e in edges for i in (e.source, e.target)}))}
+        return [e for e in edges if all(i in nodes and not nodes[i].archived
+                                        and nodes[i].scope.get("layer", "objective") != "pov"
+                                        for i in (e.source, e.target))]
 
     def names_of_type(self, type: str) -> list[str]:
         """The normalized names and aliases of the type's active nodes."""

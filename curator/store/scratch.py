@@ -1,17 +1,20 @@
 """A scratch copy of one chat's graph: its graph tables in a private in-memory SQLite database, where writes are
 applied (checked by the same code as a commit) without touching the store. The memory_curator agent stages its
-run there (`tools/workspace.py`); the store changes only when the run commits its ops."""
+run there (`tools/workspace.py`), and simulated extractions too; the store changes only when a run commits its ops.
+`rewind` turns a copy into the memory as it was at an earlier floor (recall at a point in story time)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from curator.schemas import Schema
 
+from curator.errors import OpError
 from curator.store.db import DB_FILENAME, TranslatingConnection, migrate
-from curator.store.ops import dump_ops
+from curator.store.ops import dump_ops, parse_ops
 from curator.store.projection import Applier
 from curator.store.store import Store, utc_now
 
@@ -60,6 +63,36 @@ def apply_ops(conn: sqlite3.Connection, chat_id: str, schema: Schema, anchor: in
         raise
     conn.execute("RELEASE stage")
     return done
+
+
+def rewind(conn: sqlite3.Connection, store: Store, chat_id: str, schema: Schema, floor: int) -> int:
+    """Turn a copy (of the chat's graph now) into the graph a rollback to `floor` would leave: the commits
+    anchored at `floor` or later reverted, those anchored before it that came after them replayed. Nothing of the
+    store changes. Returns how many commits were reverted."""
+    first = store.conn.execute("SELECT MIN(id) FROM commits WHERE chat_id=? AND anchor_floor >= ?",
+                               (chat_id, floor)).fetchone()[0]
+    if first is None:
+        return 0
+    suffix = store.conn.execute("SELECT id, anchor_floor, at, ops_json, undo_json FROM commits WHERE chat_id=? AND "
+                                "id >= ? ORDER BY id DESC", (chat_id, first)).fetchall()
+    conn.execute("BEGIN")
+    try:
+        for row in suffix:
+            Applier(conn, chat_id, schema, row[1], row[2]).restore(json.loads(row[4]))
+        for row in reversed(suffix):
+            if row[1] < floor:
+                conn.execute("SAVEPOINT replay")
+                try:
+                    Applier(conn, chat_id, schema, row[1], row[2]).apply(parse_ops(json.loads(row[3])))
+                    conn.execute("RELEASE replay")
+                except OpError:  # as the store's own rollback does: a commit that no longer applies is left out
+                    conn.execute("ROLLBACK TO replay")
+                    conn.execute("RELEASE replay")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return sum(1 for row in suffix if row[1] >= floor)
 
 
 def _copy_from_server(conn: sqlite3.Connection, store: Store, chat_id: str) -> None:

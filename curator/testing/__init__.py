@@ -10,6 +10,7 @@ A `responder` decides each answer: it gets the request body and returns a respon
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,14 +36,23 @@ def completion(body: dict, *, content: str | None = None, tool_args: dict | None
 
 def one_event(body: dict) -> dict:
     """Default responder: record one event summarizing the newest reply (first 160 characters); a compression
-    batch (maintenance's `answer` tool) gets the start of its children's text as its summary."""
+    batch (maintenance's `answer` tool) gets the start of its children's text as its summary; consolidation keeps
+    every new node; a synopsis (small or rolled up) is the start of its material, within the length asked."""
     prompt = next((m["content"] for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
     if isinstance(prompt, list):
         prompt = " ".join(p.get("text", "") for p in prompt if isinstance(p, dict))
     tools = body.get("tools") or []
+    params = tools[0]["function"].get("parameters", {}) if tools else {}
+    if tools and tools[0]["function"]["name"] == "answer" and "decisions" in params.get("properties", {}):
+        new = re.findall(r"^NEW \[([^\]]+)\]", prompt, re.M)  # consolidation: every new node is new information
+        return completion(body, tool_args={"decisions": [{"node_id": i, "action": "keep"} for i in new]})
+    if tools and tools[0]["function"]["name"] == "answer" and "synops" in prompt and "text" in params.get(
+            "properties", {}):
+        low, high = map(int, re.search(r"Length: (\d+)-(\d+)", prompt).groups())
+        material = " ".join(prompt.split("characters", 1)[-1].split("\n", 1)[-1].split())
+        return completion(body, tool_args={"text": (material[:high - 1].rsplit(" ", 1)[0] + ".").ljust(low, ".")})
     if tools and tools[0]["function"]["name"] == "answer" and "Fold these" in prompt:  # a compression batch
         children = " ".join(prompt.split("Nodes to fold, oldest first:", 1)[-1].split())
-        params = tools[0]["function"].get("parameters", {})
         return completion(body, tool_args={name: children[:120] or "folded" for name in params.get("required", [])})
     newest = prompt.split("## Newest reply", 1)[-1].split("\n", 1)[-1]
     summary = " ".join(newest.split())[:160] or "something happened"

@@ -9,6 +9,7 @@
   the item he carries, or the alias the story reveals), the place on the steps its type is active, and the links.
 - `milestone_summarizer()`: the compression (and any other `summarize`) model: it keeps the time and place of the
   first and last child and every line marked as a milestone, word for word, newest first when they do not fit.
+- `story_maintainer()`: the `maintain` model (consolidation and synopses on the default settings).
 """
 
 from __future__ import annotations
@@ -217,3 +218,52 @@ def milestone_summarizer(calls: list | None = None) -> FunctionModel:
         return ModelResponse(parts=[ToolCallPart(tool.name, fields)])
 
     return FunctionModel(answer, model_name="scripted-summarizer")
+
+
+_NEW = re.compile(r"^NEW \[(?P<id>[^\]]+)\] (?P<type>[a-z_]+) \"(?P<title>[^\"]*)\"[^:]*: (?P<text>.*)$", re.M)
+_NEIGHBOUR = re.compile(r"^  neighbour \((?P<sim>[\d.]+)\) \[(?P<id>[^\]]+)\] [a-z_]+ \"(?P<title>[^\"]*)\"[^:]*: "
+                        r"(?P<text>.*)$", re.M)
+
+
+def story_maintainer(calls: list | None = None) -> FunctionModel:
+    """The `maintain` model of the scripted story, for maintenance on default settings: consolidation keeps every
+    new node except one whose text repeats a neighbour's word for word (skipped); a synopsis (small or rolled up)
+    keeps the time and place and the milestone lines of its material, within the length asked; a compression
+    batch is answered as `milestone_summarizer` answers it."""
+    fold = milestone_summarizer()
+
+    def answer(messages, info: AgentInfo) -> ModelResponse:
+        prompt = "\n".join(str(getattr(p, "content", "")) for m in messages for p in m.parts
+                           if p.part_kind in ("user-prompt", "retry-prompt"))
+        if calls is not None:
+            calls.append(prompt)
+        tool = info.output_tools[0]
+        properties = tool.parameters_json_schema.get("properties", {})
+        if "decisions" in properties:
+            decisions = []
+            for block in prompt.split("\nNEW ")[1:]:
+                new = _NEW.search("NEW " + block)
+                if new is None:
+                    continue
+                same = next((n["id"] for n in _NEIGHBOUR.finditer(block)
+                             if new["text"].strip() and n["text"] == new["text"] and n["title"] == new["title"]), None)
+                decisions.append({"node_id": new["id"], "action": "skip" if same else "keep",
+                                  "reason": f"repeats {same}" if same else "new information"})
+            return ModelResponse(parts=[ToolCallPart(tool.name, {"decisions": decisions})])
+        if "text" in properties and "synops" in prompt:
+            low, high = map(int, re.search(r"Length: (\d+)-(\d+)", prompt).groups())
+            material = prompt.split("characters", 1)[-1]
+            times = _TIME.findall(material)
+            head = f"{times[0]} to {times[-1]}" if len(times) > 1 else (times[0] if times else "Days passed.")
+            # then the other sentences (the routine lines of events, the sentences of the synopses rolled up)
+            deeds = [d for d in re.findall(r"(?:\d+\. |^- |(?<=\. ))([A-Z][^.\n]{3,}\.)", material, re.M)
+                     if not _TIME.fullmatch(d) and MARK not in d]
+            lines = [head, *dict.fromkeys([*(m.strip() for m in _MILESTONE.findall(material)), *deeds])]
+            text = ""
+            for line in lines:
+                if len(text) + len(line) + 1 <= high:
+                    text = f"{text} {line}".strip()
+            return ModelResponse(parts=[ToolCallPart(tool.name, {"text": text.ljust(low, ".")})])
+        return fold.function(messages, info)
+
+    return FunctionModel(answer, model_name="scripted-maintainer")

@@ -19,7 +19,7 @@ from curator.errors import ChatExists, CuratorError, NotFound, RollbackRefused, 
 from curator.api.memory import Memory
 from curator.llm.access import NO_MODELS, Models
 from curator.service.server import (routes_chats, routes_events, routes_frontends, routes_graph, routes_panel,
-                                    routes_settings, routes_trash, routes_work)
+                                    routes_settings, routes_story, routes_trash, routes_work)
 from curator.service.server.request_guard import SitePolicy
 from curator.service.server.security import BodyTooLarge, GuardMiddleware, Limits, error_body
 from curator.service.server.state import build_service
@@ -91,7 +91,7 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     app.state.service_token = config.token
     app.add_middleware(GuardMiddleware, token=config.token, limits=config.limits, policy=config.site)
     for module in (routes_chats, routes_graph, routes_work, routes_frontends, routes_events, routes_trash,
-                   routes_settings):
+                   routes_settings, routes_story):
         app.include_router(module.router, prefix="/api/v1")
     routes_panel.install(app)  # the panel's extra reads (overview, last injection, ...) under /api/v1
     from curator.service.panel import mount_panel

@@ -106,7 +106,7 @@ def last_injection(chat_id: str, service: ServiceDep) -> dict:
 async def try_recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
     """Recall as POST .../recall does, without becoming the chat's "last injection" (a panel experiment)."""
     injection = await run_in_threadpool(service.recall, chat_id, body.query, mode=body.mode,
-                                        user_floor=body.user_floor, record=False)
+                                        user_floor=body.user_floor, speaker=body.speaker, at=body.at, record=False)
     return injection.to_dict()
 
 

@@ -17,7 +17,7 @@ from curator.service.server.deps import MessageIn, ServiceDep, Strict
 from curator.service.server.params import OptionalFloor
 
 router = APIRouter(tags=["work"])
-MaintenanceOp = Literal["compact", "consolidate", "evolve", "summarize", "forget", "reflect"]
+MaintenanceOp = Literal["compact", "consolidate", "evolve", "summarize", "forget", "reflect", "plan"]
 
 
 class RecallIn(Strict):
@@ -28,6 +28,9 @@ class RecallIn(Strict):
                                 description="who speaks next (default: the newest assistant message's name)")
     turns: list[MessageIn] | None = Field(default=None, max_length=50, description=(
         "the recent turns, oldest first, the message answered last: the query is built from them"))
+    at: str | None = Field(default=None, max_length=200, description=(
+        "recall over the memory as it was at this point in story time: a story time the memory uses "
+        "('day 5'), a date, or a floor number"))
 
 
 class VectorsIn(Strict):
@@ -55,7 +58,8 @@ async def recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
     if not body.query.strip() and not turns:
         raise CuratorError("nothing to recall for: give `query`, `turns` or both")
     injection = await run_in_threadpool(service.recall, chat_id, body.query, mode=body.mode,
-                                        user_floor=body.user_floor, speaker=body.speaker, messages=turns)
+                                        user_floor=body.user_floor, speaker=body.speaker, messages=turns,
+                                        at=body.at)
     return injection.to_dict()
 
 

@@ -56,7 +56,8 @@ class Service:
         return report, job
 
     def recall(self, chat_id: str, query: str, mode: str | None = None, user_floor: int | None = None,
-               speaker: str | None = None, messages: list[Message] | None = None, *, record: bool = True) -> Injection:
+               speaker: str | None = None, messages: list[Message] | None = None, at: str | int | None = None, *,
+               record: bool = True) -> Injection:
         """Recall through the chat's own recaller, one request at a time per chat: its caches are not shared
         with other chats, so recalls of different chats run in parallel. `messages`: the recent turns. The
         injection becomes the chat's last one in the panel (`recall_log`) unless `record` is False (the panel's
@@ -68,8 +69,13 @@ class Service:
             options = self.memory.recall_settings(chat_id)
             if speaker and not options.speaker:
                 options = options.model_copy(update={"speaker": speaker})
-            injection = recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=options,
-                                        messages=messages)
+            if at is not None:  # the memory as it was at a point in story time (curator/recall/as_of.py)
+                from curator.recall.as_of import recall_at
+
+                injection = recall_at(recaller, chat_id, query, at, options, recaller.prompts)
+            else:
+                injection = recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=options,
+                                            messages=messages)
         if record:
             self.recall_log.record(chat_id, injection.to_dict())
         return injection
@@ -112,6 +118,7 @@ def build_service(memory: Memory, models: Models = NO_MODELS, workers: int = 4,
         "vectors": JobKind(lambda ctx: _vectors_job(service, ctx), resumable=True),
         "curate": JobKind(lambda ctx: _curate_job(service, ctx), resumable=True),
         **{op: JobKind(lambda ctx, op=op: _maintenance_job(service, ctx, op)) for op in MAINTENANCE_OPS},
+        "simulate": JobKind(lambda ctx: _simulate_job(service, ctx)),
     })
     # Open the shared parts now, not racily on the first concurrent requests.
     memory.history.on_floors_dropped.append(service.evict_floors)
@@ -125,7 +132,7 @@ def register_kind(service: Service, name: str, kind: JobKind) -> None:
     service.jobs.kinds[name] = kind
 
 
-MAINTENANCE_OPS = ("compact", "consolidate", "evolve", "summarize", "forget", "reflect")
+MAINTENANCE_OPS = ("compact", "consolidate", "evolve", "summarize", "forget", "reflect", "plan")
 
 
 def _maintenance_job(service: Service, ctx: JobContext, op: str) -> dict:
@@ -139,12 +146,20 @@ def _maintenance_job(service: Service, ctx: JobContext, op: str) -> dict:
         "summarize": lambda: memory.summarize(ctx.chat_id, model=model),
         "forget": lambda: memory.forget(ctx.chat_id, dry_run=bool(params.get("dry_run"))),
         "reflect": lambda: memory.reflect(ctx.chat_id, model=model),
+        "plan": lambda: memory.plan(ctx.chat_id, model=service.models.plan),
     }
     with ctx.writer:
         report = calls[op]()
     if not report.ok:
         raise JobFailed(f"{op} failed: {report.error}")
     return report.to_dict()
+
+
+def _simulate_job(service: Service, ctx: JobContext) -> dict:
+    """What a writer would commit, without committing (nothing is written, so no writer lock is held)."""
+    params = ctx.params
+    return service.memory.simulate(ctx.chat_id, params.get("draft_reply"), params.get("floor"), params.get("writer"),
+                                   models=service.models)
 
 
 def _curate_job(service: Service, ctx: JobContext) -> dict:

@@ -4,6 +4,7 @@
 import { ApiError, chatPath, get, setToken, token } from "./api.js";
 import { clear, h, reportError } from "./dom.js";
 import * as graph from "./graph_view.js";
+import * as inbox from "./inbox.js";
 import * as nodes from "./nodes.js";
 import * as ops from "./ops.js";
 import * as overview from "./overview.js";
@@ -12,7 +13,7 @@ import * as recall from "./recall.js";
 import * as schema from "./schema.js";
 import * as settings from "./settings.js";
 
-const TABS = { overview, graph, nodes, recall, schema, ops, settings, prompts };
+const TABS = { overview, graph, nodes, recall, inbox, schema, ops, settings, prompts };
 const NO_CHAT_NEEDED = ["ops", "settings", "prompts"];
 const THEME_KEY = "curator.theme";
 const CHAT_KEY = "curator.chat";

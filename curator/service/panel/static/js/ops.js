@@ -15,6 +15,7 @@ const PASSES = [
   ["Consolidate", "consolidate", "/maintenance/consolidate", MAINTAIN, false],
   ["Summarize", "summarize", "/maintenance/summarize", MAINTAIN, false],
   ["Reflect", "reflect", "/maintenance/reflect", MAINTAIN, false],
+  ["Plan next beats", "plan", "/maintenance/plan", MAINTAIN, false],
   ["Forget", "forget", "/maintenance/forget", MAINTAIN, true],
 ];
 

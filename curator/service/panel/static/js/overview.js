@@ -6,7 +6,8 @@ import { trashTable } from "./trash.js";
 
 export async function render(ctx, section) {
   if (!ctx.chat) return;
-  const o = await get(chatPath(ctx.chat, "/overview"));
+  const [o, planned] = await Promise.all([get(chatPath(ctx.chat, "/overview")),
+    get(chatPath(ctx.chat, "/plan")).catch(() => ({ plan: null, settings: {} }))]);
   const s = o.stats;
   const v = o.vectors;
   const usage = o.usage.total || {};
@@ -33,6 +34,9 @@ export async function render(ctx, section) {
       h("div", { class: "box" }, h("h2", {}, "Nodes per type"),
         table([{ label: "type", key: "type" }, { label: "active", key: "active" }, { label: "archived", key: "archived" }],
           Object.entries(s.by_type).map(([type, c]) => ({ type, ...c }))))),
+    planned.plan ? h("div", { class: "box", id: "overview-plan" },
+      h("h2", {}, `Plot plan (after floor ${planned.plan.floor}${planned.settings.inject ? ", injected after the memory" : ", shown only"})`),
+      h("ol", {}, planned.plan.beats.map((b) => h("li", {}, b)))) : null,
     h("div", { class: "box", id: "overview-reverted" }, h("h2", {}, "Recently reverted (restore in one click)"),
       trashTable(ctx, o.reverted || [], () => render(ctx, section))),
     h("h2", {}, "LLM usage per task"),

@@ -12,10 +12,13 @@ export async function render(ctx, section) {
   const query = h("textarea", { id: "recall-query", rows: 3, placeholder: "what the user just said" });
   const mode = h("select", { id: "recall-mode", "aria-label": "mode" },
     [...MODES, "all modes"].map((m) => h("option", { value: m }, m)));
-  const run = h("button", { class: "primary", id: "recall-run", onclick: () => tryQuery(ctx, query.value, mode.value, results, run) }, "Recall");
+  const at = h("input", { id: "recall-at", placeholder: "at story time (e.g. day 5): optional", "aria-label": "at story time" });
+  const speaker = h("input", { id: "recall-speaker", placeholder: "speaker: optional", "aria-label": "speaker" });
+  const run = h("button", { class: "primary", id: "recall-run",
+    onclick: () => tryQuery(ctx, query.value, mode.value, results, run, { at: at.value.trim() || undefined, speaker: speaker.value.trim() || undefined }) }, "Recall");
   clear(section,
     h("h2", {}, "Try a query"),
-    h("div", { class: "box" }, query, h("div", { class: "row" }, mode, run,
+    h("div", { class: "box" }, query, h("div", { class: "row" }, mode, at, speaker, run,
       h("span", { class: "muted" }, "Runs recall as the next generation would, without becoming the last injection."))),
     results,
     h("h2", {}, "Last injection"), last);
@@ -27,7 +30,7 @@ export async function render(ctx, section) {
   }
 }
 
-async function tryQuery(ctx, text, mode, results, button) {
+async function tryQuery(ctx, text, mode, results, button, extra = {}) {
   if (!text.trim()) { reportError(new Error("Type a query first.")); return; }
   const modes = mode === "all modes" ? MODES : [mode];
   button.disabled = true;
@@ -35,7 +38,7 @@ async function tryQuery(ctx, text, mode, results, button) {
   await Promise.all(modes.map(async (m, i) => {
     const box = results.children[i];
     try {
-      const injection = await post(chatPath(ctx.chat, "/recall/try"), { query: text, mode: m });
+      const injection = await post(chatPath(ctx.chat, "/recall/try"), { query: text, mode: m, ...extra });
       clear(box, h("h2", {}, `mode ${m}`), injectionView(injection));
       box.dataset.done = "true";
     } catch (err) {
@@ -59,7 +62,9 @@ export function injectionView(inj) {
   return h("div", { class: "injection" },
     h("p", {}, `query “${inj.query}” · mode ${inj.mode}${inj.reused ? " (reused for a swipe)" : ""} · ` +
       `${num(t.total)} of ${num(t.budget)} tokens (${t.tokenizer}) · LLM calls ${u.calls || 0}, ` +
-      `${num((u.input_tokens || 0) + (u.output_tokens || 0))} tokens` + (inj.at ? ` · at ${inj.at}` : "")),
+      `${num((u.input_tokens || 0) + (u.output_tokens || 0))} tokens` + (inj.at ? ` · at ${inj.at}` : "") +
+      (inj.as_of ? ` · memory as of ${inj.as_of.story_time || inj.as_of.asked} (floor ${inj.as_of.floor})` : "") +
+      (inj.speaker ? ` · speaker ${inj.speaker}` : "")),
     inj.dropped_count ? h("p", { class: "muted" }, `${inj.dropped_count} node(s) left out for the budget`) : null,
     blocks,
     h("details", { open: true }, h("summary", {}, "As the model sees it"), h("pre", { class: "injection-text" }, inj.text || "(empty)")));
