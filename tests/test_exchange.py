@@ -25,7 +25,7 @@ def test_export_format(memory, chat):
     data = memory.export(chat)
     assert data["format"] == "memory-curator/graph" and data["version"] == 1
     assert data["chat"]["id"] == chat
-    assert set(data["schema"]["types"]) == {"character_sheet", "location_state", "event"}
+    assert set(data["schema"]["types"]) == {"character_sheet", "location_state", "event", "synopsis"}
     assert data["schema"]["types"]["event"]["compression"]["fan_in"] == 3  # the full definition travels
     node = next(n for n in data["nodes"] if n["id"] == "n_eileen")
     assert set(node) >= {"id", "type", "title", "fields", "level", "parent", "children", "floor_from", "floor_to",

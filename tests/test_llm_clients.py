@@ -54,6 +54,9 @@ def _chat(memory, replies: int) -> None:
     memory.set_messages("road", lines)
 
 
+QUIET = {"auto": False}  # scheduled maintenance (on by default) off: these tests count the extraction's requests
+
+
 def _profile(fake, **extra) -> ModelProfile:
     return ModelProfile(model="fake", base_url=fake.base_url, api_key_env="CLIENTS_TEST_UNUSED", **extra)
 
@@ -61,7 +64,7 @@ def _profile(fake, **extra) -> ModelProfile:
 def test_steps_of_one_run_share_one_model_and_ssl_context(memory, counted):
     cache, made = counted
     with FakeOpenAI() as fake:
-        memory.settings = Settings(profiles={"default": _profile(fake)})
+        memory.settings = Settings(maintenance=QUIET, profiles={"default": _profile(fake)})
         _chat(memory, 4)
         results = memory.extract("road")
         assert [r.ok for r in results] == [True] * 4
@@ -74,7 +77,7 @@ def test_ingest_with_compression_builds_one_model_for_every_job(memory, counted)
     """The summarize jobs of an ingest used to build a model (and an SSL context) each."""
     cache, made = counted
     with FakeOpenAI() as fake:
-        memory.settings = Settings(profiles={"default": _profile(fake)})
+        memory.settings = Settings(maintenance=QUIET, profiles={"default": _profile(fake)})
         report = memory.ingest("road", CHAT)
         usage = memory.usage("road")["usage"]
     replies = sum(m.role == "assistant" for m in read_chat(CHAT).messages)
@@ -88,11 +91,11 @@ def test_a_changed_profile_builds_a_new_model(memory, counted):
     cache, made = counted
     with FakeOpenAI() as fake:
         _chat(memory, 3)
-        memory.settings = Settings(profiles={"default": _profile(fake)})
+        memory.settings = Settings(maintenance=QUIET, profiles={"default": _profile(fake)})
         memory.extract("road", floor=1)
-        memory.settings = Settings(profiles={"default": _profile(fake, temperature=0.7)})
+        memory.settings = Settings(maintenance=QUIET, profiles={"default": _profile(fake, temperature=0.7)})
         memory.extract("road", floor=3)
-        memory.settings = Settings(profiles={"default": _profile(fake, temperature=0.7).model_copy(
+        memory.settings = Settings(maintenance=QUIET, profiles={"default": _profile(fake, temperature=0.7).model_copy(
             update={"model": "other"})})
         memory.extract("road", floor=5)
         sent = [(r["model"], r.get("temperature")) for r in fake.requests]
@@ -104,7 +107,8 @@ def test_a_changed_api_key_builds_a_new_model(memory, counted, monkeypatch):
     cache, _ = counted
     with FakeOpenAI() as fake:
         _chat(memory, 2)
-        memory.settings = Settings(profiles={"default": _profile(fake).model_copy(update={"api_key_env": "CK"})})
+        memory.settings = Settings(maintenance=QUIET,
+                                   profiles={"default": _profile(fake).model_copy(update={"api_key_env": "CK"})})
         monkeypatch.setenv("CK", "first")
         memory.extract("road", floor=1)
         monkeypatch.setenv("CK", "second")

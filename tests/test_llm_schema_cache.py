@@ -16,8 +16,9 @@ from curator.testing import FakeOpenAI
 
 
 def _run(memory, fake, replies: int):
-    memory.settings = Settings(profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
-                                                                  api_key_env="SCHEMA_CACHE_UNUSED")})
+    memory.settings = Settings(maintenance={"auto": False},  # (on by default) these count extraction requests
+                               profiles={"default": ModelProfile(model="fake", base_url=fake.base_url,
+                                                                 api_key_env="SCHEMA_CACHE_UNUSED")})
     lines = []
     for i in range(replies):
         lines += [Message("user", "Rowan", f"Turn {i}."), Message("assistant", "Eileen", f"Reply {i}.")]

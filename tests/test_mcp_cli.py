@@ -154,7 +154,8 @@ def test_cli_sync_and_rebuild(tmp_path):
         rebuilt = json.loads(proc.stdout)
         assert rebuilt["steps_done"] == 30 and rebuilt["commits_removed"] >= 30  # extractions and compressions
         usage = json.loads(_cli(data, fake.base_url, "usage", "--chat", "road", "--json").stdout)["usage"]
-        assert len(fake.requests) == usage["total"]["calls"] == usage["extract"]["calls"] + usage["summarize"]["calls"]
+        assert len(fake.requests) == usage["total"]["calls"] == (usage["extract"]["calls"] + usage["summarize"]["calls"]
+                                                                 + usage["maintain"]["calls"])  # on by default
         assert usage["extract"]["calls"] == 70 and usage["summarize"]["calls"] > 0
         proc = _cli(data, fake.base_url, "sync", str(CHAT), "--chat", "nope")
         assert proc.returncode == 1 and "no chat 'nope'" in proc.stderr and "Traceback" not in proc.stderr
