@@ -73,8 +73,6 @@ class MemoryCore(SettingsOps, StoryOps):
         self._settings_given = settings is not None  # given settings are never replaced by config.yaml's
         self._config_stamp: tuple | None = None  # config.yaml's (mtime, size) when read
         self._config_checked = 0.0
-        if settings is not None:
-            self._use(settings)
         self._index: VectorIndex | None = None
         self._recaller: Recaller | None = None
         self._compress_failures: dict[str, int] = {}  # chat -> floor of its last failed compression (pipeline)
@@ -82,6 +80,8 @@ class MemoryCore(SettingsOps, StoryOps):
         self._history: HistorySync | None = None
         # the HTTP service sets a lock here: recall caches are shared by its request threads
         self.recall_guard: AbstractContextManager[object] | None = None
+        if settings is not None:
+            self._use(settings)
 
     @property
     def settings(self) -> Settings:
