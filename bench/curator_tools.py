@@ -42,11 +42,21 @@ def build_graph(memory, chat: str, nodes: int) -> None:
     flush(0)
     for i in range(events):
         floor = 2 * i + 1
-        ops += [{"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i + 1}",
-                 "floor_from": floor, "fields": {"summary": f"Character {i % characters} meets Character "
-                                                 f"{(i * 7) % characters} at Place {i % places} and trades a map {i}."}},
-                {"op": "link", "source": f"c{i % characters}", "target": f"e{i}", "relation": "involved_in"},
-                {"op": "link", "source": f"e{i}", "target": f"p{i % places}", "relation": "occurred_at"}]
+        ops += [
+            {
+                "op": "create_node",
+                "id": f"e{i}",
+                "type": "event",
+                "title": f"Summary {i + 1}",
+                "floor_from": floor,
+                "fields": {
+                    "summary": f"Character {i % characters} meets Character "
+                    f"{(i * 7) % characters} at Place {i % places} and trades a map {i}."
+                },
+            },
+            {"op": "link", "source": f"c{i % characters}", "target": f"e{i}", "relation": "involved_in"},
+            {"op": "link", "source": f"e{i}", "target": f"p{i % places}", "relation": "occurred_at"},
+        ]
         if len(ops) >= 600:
             flush(floor)
     flush(2 * events)
@@ -169,10 +179,18 @@ def compaction(args) -> dict:
         ops = [{"op": "create_node", "id": f"c{i}", "type": "character_sheet", "fields": {"name": f"Hero {i}"}}
                for i in range(20)]
         for i in range(leaves):
-            ops += [{"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i + 1}",
-                     "floor_from": 2 * i + 1, "importance": 9 if i % 97 == 0 else 4,
-                     "fields": {"summary": f"Day {i}: Hero {i % 20} crosses ford {i} and pays a toll of {i % 9} coins."}},
-                    {"op": "link", "source": f"c{i % 20}", "target": f"e{i}", "relation": "involved_in"}]
+            ops += [
+                {
+                    "op": "create_node",
+                    "id": f"e{i}",
+                    "type": "event",
+                    "title": f"Summary {i + 1}",
+                    "floor_from": 2 * i + 1,
+                    "importance": 9 if i % 97 == 0 else 4,
+                    "fields": {"summary": f"Day {i}: Hero {i % 20} crosses ford {i} and pays a toll of {i % 9} coins."},
+                },
+                {"op": "link", "source": f"c{i % 20}", "target": f"e{i}", "relation": "involved_in"},
+            ]
         memory.commit("long", ops, anchor_floor=2 * leaves - 1, origin="test")
         script = Compactor(args.groups_per_call, cap)
         curator = Curator(memory.store, memory.settings, model=FunctionModel(script))
@@ -189,7 +207,9 @@ def compaction(args) -> dict:
             calls += len(result.tool_calls)
         total = now() - started
         graph = memory.graph("long")
-        levels = Counter((n.level, "archived" if n.archived else "active") for n in graph.nodes(type="event", archived=None))
+        levels = Counter(
+            (n.level, "archived" if n.archived else "active") for n in graph.nodes(type="event", archived=None)
+        )
         top = max(level for level, state in levels if state == "active")
     per_level = [{"level": level, "active": levels.get((level, "active"), 0),
                   "archived": levels.get((level, "archived"), 0)} for level in range(top + 1)]
@@ -219,14 +239,22 @@ def main() -> None:
         tail = (f"Part 2: {c['leaves']} leaf events folded to level {c['top_level']} in {c['commits']} curator runs "
                 f"(commits), {c['model_requests']} model requests, {c['tool_calls']} tool calls, {c['seconds']} s "
                 f"(run p50 {c['run']['p50_ms']} ms)")
-        lines = [head,
-                 table(["", "p50 ms", "mean ms", "max ms"],
-                       [(name, t[name]["p50_ms"], t[name]["mean_ms"], t[name]["max_ms"])
-                        for name in ("workspace_open", "per_call", "run")]),
-                 f"whole run per tool call: {t['run_ms_per_call']} ms", "",
-                 table(["tool", "mean ms"], list(t["per_tool_mean_ms"].items())), "",
-                 tail,
-                 table(["level", "active", "archived"], [(r["level"], r["active"], r["archived"]) for r in c["levels"]])]
+        lines = [
+            head,
+            table(
+                ["", "p50 ms", "mean ms", "max ms"],
+                [
+                    (name, t[name]["p50_ms"], t[name]["mean_ms"], t[name]["max_ms"])
+                    for name in ("workspace_open", "per_call", "run")
+                ],
+            ),
+            f"whole run per tool call: {t['run_ms_per_call']} ms",
+            "",
+            table(["tool", "mean ms"], list(t["per_tool_mean_ms"].items())),
+            "",
+            tail,
+            table(["level", "active", "archived"], [(r["level"], r["active"], r["archived"]) for r in c["levels"]]),
+        ]
         return "\n".join(lines)
 
     emit(args, report, render)

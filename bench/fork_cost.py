@@ -107,8 +107,8 @@ def main() -> None:
 
 def render(report: dict) -> str:
     r = report["results"]
-    lines = [f"parent: {report['params']['floors']} floors, rows {json.dumps(r['parent_bytes'])} bytes; its vector index "
-             f"built in {r['parent_index_ms']} ms (embedder load included)"]
+    lines = [f"parent: {report['params']['floors']} floors, rows {json.dumps(r['parent_bytes'])} bytes; "
+             f"its vector index built in {r['parent_index_ms']} ms (embedder load included)"]
     lines.append(table(["fork at floor", "commits", "nodes", "reverted", "copied log ms", "copy-on-write ms",
                         "store part ms", "copied log KB", "copy-on-write KB", "commit rows KB"],
                        [(f["floor"], f["commits"], f["nodes"], f["reverted"], f["copied_log_ms"], f["cow_ms"],

@@ -23,7 +23,9 @@ def scenarios(chat: list, floors: int) -> dict[str, list]:
     last = floors - 1
     swiped = chat[:last] + [dataclasses.replace(chat[last], text=reply_text(last, 1), swipe_id=1)]
     edited = list(chat)
-    edited[floors // 2 + 1] = dataclasses.replace(edited[floors // 2 + 1], text="Mira went to the chapel and found nothing.")
+    edited[floors // 2 + 1] = dataclasses.replace(
+        edited[floors // 2 + 1], text="Mira went to the chapel and found nothing."
+    )
     appended = list(chat)
     appended[floors // 2] = dataclasses.replace(appended[floors // 2], text="An edited user turn.")
     appended += scripted_chat(floors + 10)[floors:]

@@ -69,8 +69,16 @@ def main() -> None:
         for turn in range(turns):
             floor = events + turn
             character = f"c{turn}"
-            timed(samples, "link", lambda: memory.commit(CHAT, [
-                {"op": "link", "source": character, "target": f"e{turn}", "relation": "involved_in"}], floor - 1, "manual"))
+            timed(
+                samples,
+                "link",
+                lambda: memory.commit(
+                    CHAT,
+                    [{"op": "link", "source": character, "target": f"e{turn}", "relation": "involved_in"}],
+                    floor - 1,
+                    "manual",
+                ),
+            )
             timed(samples, "move", lambda: memory.commit(CHAT, [
                 {"op": "update_node", "id": f"c{turn + 1}", "floor_to": floor - 1}], floor - 1, "manual"))
             memory.store.set_messages_from(CHAT, floor, [Message("assistant", "Mira", f"Turn {turn}: Mira rests.")])

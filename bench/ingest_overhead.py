@@ -129,15 +129,25 @@ def main() -> None:
     overhead = [s - m for s, m in zip(steps, model)]
     rest = [o - e for o, e in zip(overhead, embed)]
     report = {
-        "benchmark": "ingest_overhead", "quick": args.quick, "env": environment(),
+        "benchmark": "ingest_overhead",
+        "quick": args.quick,
+        "env": environment(),
         "params": {"floors": floors, "index": args.index, "model": args.model or "default"},
         "results": {
-            "replies": len(steps), "failed": report_.failed is not None, "seconds": round(total, 3),
+            "replies": len(steps),
+            "failed": report_.failed is not None,
+            "seconds": round(total, 3),
             "replies_per_s": round(len(steps) / total, 2),
-            "step": latency_summary(steps), "model": latency_summary(model), "overhead": latency_summary(overhead),
-            "embedding": latency_summary(embed), "overhead_without_embedding": latency_summary(rest),
-            "step_cpu": latency_summary(cpu), "texts_embedded_per_reply": sorted(texts)[len(texts) // 2] if texts else 0,
-            "nodes_active": stats["nodes_active"], "edges": stats["edges"], "commits": stats["commits"],
+            "step": latency_summary(steps),
+            "model": latency_summary(model),
+            "overhead": latency_summary(overhead),
+            "embedding": latency_summary(embed),
+            "overhead_without_embedding": latency_summary(rest),
+            "step_cpu": latency_summary(cpu),
+            "texts_embedded_per_reply": sorted(texts)[len(texts) // 2] if texts else 0,
+            "nodes_active": stats["nodes_active"],
+            "edges": stats["edges"],
+            "commits": stats["commits"],
         },
     }
 
@@ -145,11 +155,14 @@ def main() -> None:
         r = {**report["results"], "floors": report["params"]["floors"]}
         rows = [(name, r[name]["p50_ms"], r[name]["p95_ms"], r[name]["max_ms"])
                 for name in ("step", "model", "overhead", "embedding", "overhead_without_embedding", "step_cpu")]
-        return (table(["per reply", "p50 ms", "p95 ms", "max ms"], rows)
-                + f"\n{r['replies']} replies of a {r['floors']}-floor chat in {r['seconds']} s = {r['replies_per_s']} replies/s;"
-                + f" graph: {r['nodes_active']} active nodes, {r['edges']} edges, {r['commits']} commits;"
-                + f" vector index {'open' if report['params']['index'] else 'closed'}, embedder {report['params']['model']}"
-                + (f" ({r['texts_embedded_per_reply']} texts embedded per reply, p50)" if report['params']['index'] else ""))
+        return (
+            table(["per reply", "p50 ms", "p95 ms", "max ms"], rows)
+            + f"\n{r['replies']} replies of a {r['floors']}-floor chat in {r['seconds']} s"
+            + f" = {r['replies_per_s']} replies/s;"
+            + f" graph: {r['nodes_active']} active nodes, {r['edges']} edges, {r['commits']} commits;"
+            + f" vector index {'open' if report['params']['index'] else 'closed'}, embedder {report['params']['model']}"
+            + (f" ({r['texts_embedded_per_reply']} texts embedded per reply, p50)" if report["params"]["index"] else "")
+        )
 
     emit(args, report, render)
 

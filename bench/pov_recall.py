@@ -407,7 +407,7 @@ def main() -> None:
         return
     secrets, fillers, visits = (4, 6, 4) if args.quick else (10, 20, 16)
     shipped = {k: getattr(story, k) for k in WEIGHTS}
-    off = {k: 0.0 for k in WEIGHTS}
+    off = dict.fromkeys(WEIGHTS, 0.0)
     grid = [{"KNOWN_BONUS": known, "UNKNOWN_PENALTY": unknown, "OWN_POV_BONUS": pov, "OTHER_POV_PENALTY": pov}
             for known, unknown, pov in itertools.product((0.5, 1.0, 2.0), (0.5, 1.5, 3.0), (0.5, 1.0))]
     region_grid = [{"REGION_BONUS": region, "ADJACENT_BONUS": adjacent}

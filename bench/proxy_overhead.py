@@ -4,9 +4,10 @@ streamed token, each against a direct call to the same upstream in the same run.
 A chat model on loopback (`tests/st_harness.py`'s `Upstream`: it answers at once, or streams its reply in 9-character
 chunks) stands behind `curator serve`'s app on loopback, with the scripted extraction model. The chat grows turn by
 turn: each turn sends the whole chat plus a new user message once through the proxy and once straight to the
-upstream (same body); every other turn streams, timing the complete answer and the first content chunk. The first turn (the embedder loads) is not timed. Extraction of each new reply is waited for between turns (untimed), so the figures are the
-request path only. `--sillytavern` also runs `tests/test_sillytavern.py` (needs node/npm and SillyTavern's source)
-and prints its extraction calls per turn.
+upstream (same body); every other turn streams, timing the complete answer and the first content chunk. The first
+turn (the embedder loads) is not timed. Extraction of each new reply is waited for between turns (untimed), so the
+figures are the request path only. `--sillytavern` also runs `tests/test_sillytavern.py` (needs node/npm and
+SillyTavern's source) and prints its extraction calls per turn.
 
     python bench/proxy_overhead.py [--quick] [--json] [--turns 40] [--sillytavern]
 """

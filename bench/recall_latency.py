@@ -110,12 +110,20 @@ def time_queries(memory, chats: list[str], queries: list[str], rng: random.Rando
         bare_cpu.append(process_time() - cpu_started)
     mine, theirs = latency_summary(ours), latency_summary(bare)
     mine_cpu, theirs_cpu = latency_summary(cpu), latency_summary(bare_cpu)
-    return {"hybrid": mine, "hybrid_cpu": mine_cpu, "bare_chroma": theirs, "bare_chroma_cpu": theirs_cpu,
-            "copy_load": {"rows": sum(c["rows"] for c in copies), "wall_ms": round(sum(c["wall_ms"] for c in copies), 1),
-                          "cpu_ms": round(sum(c["cpu_ms"] for c in copies), 1)},
-            "ratio_cpu_p50": round(mine_cpu["p50_ms"] / theirs_cpu["p50_ms"], 2),
-            "ratio_p50": round(mine["p50_ms"] / theirs["p50_ms"], 2),
-            "ratio_p95": round(mine["p95_ms"] / theirs["p95_ms"], 2)}
+    return {
+        "hybrid": mine,
+        "hybrid_cpu": mine_cpu,
+        "bare_chroma": theirs,
+        "bare_chroma_cpu": theirs_cpu,
+        "copy_load": {
+            "rows": sum(c["rows"] for c in copies),
+            "wall_ms": round(sum(c["wall_ms"] for c in copies), 1),
+            "cpu_ms": round(sum(c["cpu_ms"] for c in copies), 1),
+        },
+        "ratio_cpu_p50": round(mine_cpu["p50_ms"] / theirs_cpu["p50_ms"], 2),
+        "ratio_p50": round(mine["p50_ms"] / theirs["p50_ms"], 2),
+        "ratio_p95": round(mine["p95_ms"] / theirs["p95_ms"], 2),
+    }
 
 
 def time_after_commit(memory, chat: str, size: int, queries: list[str], rng: random.Random, warm: dict,
@@ -240,18 +248,44 @@ def main() -> None:
         build = ", ".join(f"{k} {v} nodes/s" for k, v in r["results"]["index_build_nodes_per_s"].items())
         copies = "; ".join(f"{c['case']}: {c['copy_load']['rows']:,} rows, {c['copy_load']['wall_ms']} ms, "
                            f"{c['copy_load']['cpu_ms']} ms of CPU" for c in r["results"]["cases"])
-        return (table(["case (warm)", "recall p50 ms", "p95 ms", "cpu p50", "bare chroma p50", "p95", "cpu p50",
-                       "ratio p50", "ratio p95", "ratio cpu p50"], lines)
-                + f"\nvectors copied into memory in the background while warming up (none: Chroma answered): {copies}"
-                + "\n\nright after a commit (live turn: a message, a commit of 2 nodes to embed, a link commit):\n"
-                + table(["case", "recall p50 ms", "p95 ms", "cpu p50", "x warm p50", "commit+sync p50",
-                         "link commit+sync p50"], after)
-                + "\n\nthe example chat's user messages ({messages}, {words[0]}/{words[1]}/{words[2]} words min/median/max), "
-                  "each recalled with its turns:\n".format(**rp)
-                + table(["recall p50 ms", "p95 ms", "max ms", "cpu p50", "cpu p95"],
-                        [(rp["recall"]["p50_ms"], rp["recall"]["p95_ms"], rp["recall"]["max_ms"],
-                          rp["recall_cpu"]["p50_ms"], rp["recall_cpu"]["p95_ms"])])
-                + f"\nindex build throughput (embedding short scene sentences): {build}")
+        return (
+            table(
+                [
+                    "case (warm)",
+                    "recall p50 ms",
+                    "p95 ms",
+                    "cpu p50",
+                    "bare chroma p50",
+                    "p95",
+                    "cpu p50",
+                    "ratio p50",
+                    "ratio p95",
+                    "ratio cpu p50",
+                ],
+                lines,
+            )
+            + f"\nvectors copied into memory in the background while warming up (none: Chroma answered): {copies}"
+            + "\n\nright after a commit (live turn: a message, a commit of 2 nodes to embed, a link commit):\n"
+            + table(
+                ["case", "recall p50 ms", "p95 ms", "cpu p50", "x warm p50", "commit+sync p50", "link commit+sync p50"],
+                after,
+            )
+            + "\n\nthe example chat's user messages ({messages}, {words[0]}/{words[1]}/{words[2]} words "
+            "min/median/max), each recalled with its turns:\n".format(**rp)
+            + table(
+                ["recall p50 ms", "p95 ms", "max ms", "cpu p50", "cpu p95"],
+                [
+                    (
+                        rp["recall"]["p50_ms"],
+                        rp["recall"]["p95_ms"],
+                        rp["recall"]["max_ms"],
+                        rp["recall_cpu"]["p50_ms"],
+                        rp["recall_cpu"]["p95_ms"],
+                    )
+                ],
+            )
+            + f"\nindex build throughput (embedding short scene sentences): {build}"
+        )
 
     emit(args, report, render)
 

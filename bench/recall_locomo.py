@@ -7,7 +7,8 @@ corpora (`--corpus`): `observations` (each of LoCoMo's observations an item, cov
 extractor writes) and `turns` (each turn an item covering itself: raw messages kept as memories). Each speaker is a
 person node linked to their items. Each question of categories 1-4 with evidence is recalled; evidence recall@k is
 the share of the question's evidence turns (dia_ids) covered by the top-k recalled nodes, and `person@10` the share
-of the top-10 held by person nodes (`any_person@10`: the share of questions with one there). Reported for `hybrid` (the default, no LLM), `rag` (vector
+of the top-10 held by person nodes (`any_person@10`: the share of questions with one there). Reported for `hybrid`
+(the default, no LLM), `rag` (vector
 top-K, no rewrite, no rerank) and two baselines run in the same script: plain BM25 over the same documents, and a
 plain Chroma query with the same embedder. Figures are given for all five conversations, for the three used to
 tune (conv-26, conv-41, conv-43) and for the two held out (conv-47, conv-49). `--long-messages end|start` asks each
@@ -113,9 +114,17 @@ def turn_items(conv: dict) -> list[dict]:
     """Each turn as a memory item covering itself (raw messages kept as memories), its text the "name: text" line
     the chat shows."""
     talk = conv["conversation"]
-    return [{"text": f"{turn.get('speaker', '')}: {_turn_text(turn)}", "speaker": turn.get("speaker", ""), "date": talk.get(f"{key}_date_time", ""),
-             "session": key, "dia_ids": [turn["dia_id"]] if turn.get("dia_id") else []}
-            for key in _sessions(talk) for turn in talk[key]]
+    return [
+        {
+            "text": f"{turn.get('speaker', '')}: {_turn_text(turn)}",
+            "speaker": turn.get("speaker", ""),
+            "date": talk.get(f"{key}_date_time", ""),
+            "session": key,
+            "dia_ids": [turn["dia_id"]] if turn.get("dia_id") else [],
+        }
+        for key in _sessions(talk)
+        for turn in talk[key]
+    ]
 
 
 def corpus_items(conv: dict, corpus: str) -> list[dict]:
@@ -366,12 +375,17 @@ def main() -> None:
                     lines.append((f"{corpus} {group}: {method}", metrics["R@5"], metrics["R@10"], metrics["R@20"],
                                   metrics["MRR"], metrics.get("person@10", "-"), metrics.get("any_person@10", "-"),
                                   r["results"]["latency"][method]["p50_ms"]))
-        return table(["corpus split: method", "R@5", "R@10", "R@20", "MRR", "person@10", "any person", "p50 ms"], lines) + \
-            f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}; " \
-            f"story_time={r['params']['story_time']}; " \
-            f"source_query_vector={r['params']['source_query_vector']}; embedding={r['params']['embedding']}" \
-            + (f"; long messages (question at the {r['params']['long_messages']})" if r["params"]["long_messages"]
-               else "")
+        return (
+            table(["corpus split: method", "R@5", "R@10", "R@20", "MRR", "person@10", "any person", "p50 ms"], lines)
+            + f"\n{r['params']['questions']} questions; link_sessions={r['params']['link_sessions']}; "
+            f"story_time={r['params']['story_time']}; "
+            f"source_query_vector={r['params']['source_query_vector']}; embedding={r['params']['embedding']}"
+            + (
+                f"; long messages (question at the {r['params']['long_messages']})"
+                if r["params"]["long_messages"]
+                else ""
+            )
+        )
 
     emit(args, report, render)
 

@@ -108,8 +108,16 @@ def main() -> None:
     runs = 3 if args.quick else 7
     assert hand_written() == model_proto(), "the two readers disagree"
     before, after, load = best(hand_written, runs), best(model_proto, runs), best(processor, runs)
-    report = {"benchmark": "sentencepiece_load", "quick": args.quick, "env": environment(), "runs": runs, "hand_written_s": round(before, 4), "model_proto_s": round(after, 4),
-              "speedup": round(before / after, 2), "processor_load_s": round(load, 4)}
+    report = {
+        "benchmark": "sentencepiece_load",
+        "quick": args.quick,
+        "env": environment(),
+        "runs": runs,
+        "hand_written_s": round(before, 4),
+        "model_proto_s": round(after, 4),
+        "speedup": round(before / after, 2),
+        "processor_load_s": round(load, 4),
+    }
     emit(args, report, lambda r: table(
         ["what", "CPU s (best)"],
         [["vocabulary, hand-written reader (before)", r["hand_written_s"]],

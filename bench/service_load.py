@@ -1,7 +1,8 @@
 """Service load: many HTTP clients syncing and recalling on many chats at once, against `curator serve`.
 
 `curator serve` runs on loopback as 1 and then as 2 processes (`--workers`), over one store (PostgreSQL: a
-throwaway cluster unless --store names one) and one Chroma server (`chroma run`), each run on a store of its own; its extraction model is a fake OpenAI-compatible endpoint in
+throwaway cluster unless --store names one) and one Chroma server (`chroma run`), each run on a store of its own; its
+extraction model is a fake OpenAI-compatible endpoint in
 this process (one event per step, no sleep), so the figures are the service's own cost. Each client owns a
 share of one chat (the clients of a chat take turns, like the tabs of one front end) and loops: change the chat
 (85% a new turn, 10% a swipe of the last reply, 5% an edit of one of the last 10 floors), sync it as a tail
@@ -9,7 +10,8 @@ window from the first changed floor, then recall for the last user message. Re-e
 jobs meanwhile. At the end, once every job is done, each chat is checked: stored messages equal the client's
 chat, every due reply is extracted exactly once (no lost or duplicated commit), and the event of each extracted
 reply was made from its current text (no stale memory after an edit or swipe); its commit log, replayed from
-nothing, gives exactly its graph (no interleaved commits; recall's access counts, kept outside the log, aside). The service's CPU
+nothing, gives exactly its graph (no interleaved commits; recall's access counts, kept outside the log, aside). The
+service's CPU
 seconds (all its processes, from /proc) are reported next to wall-clock throughput.
 
     python bench/service_load.py [--quick] [--json] [--clients 50] [--chats 20] [--seconds 60] [--processes 1,2]
@@ -81,7 +83,8 @@ def client_loop(url: str, chat: ChatState, seed: int, deadline: float, stats: di
                 start, kind = change(chat, rng)
                 window = [dict(m, floor=start + i) for i, m in enumerate(chat.messages[start:])]
                 began = time.perf_counter()
-                answer = http.post(f"/chats/{chat.id}/sync", json={"messages": window, "start": start, "allow_rollback": True})
+                answer = http.post(f"/chats/{chat.id}/sync",
+                                   json={"messages": window, "start": start, "allow_rollback": True})
                 sync_s = time.perf_counter() - began
                 user_floor = max(i for i, m in enumerate(chat.messages) if m["role"] == "user")
                 query = chat.messages[user_floor]["text"]

@@ -44,7 +44,10 @@ TIMER = """() => {
         if (!dryRun && type !== 'quiet') window.__bench.t0 = performance.now();
     });
     eventSource.makeLast(eventTypes.MESSAGE_RECEIVED, () => {
-        if (window.__bench.t0 !== null) { window.__bench.runs.push(performance.now() - window.__bench.t0); window.__bench.t0 = null; }
+        if (window.__bench.t0 !== null) {
+            window.__bench.runs.push(performance.now() - window.__bench.t0);
+            window.__bench.t0 = null;
+        }
     });
 }"""
 

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from time import process_time
 
-from _common import TempMemory, emit, environment, latency_summary, ms, now, parse_args, progress, table
+from _common import TempMemory, emit, environment, ms, now, parse_args, progress, table
 
 from curator.store.location import with_schema
 

@@ -43,7 +43,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'curator' has no attribute {name!r}")
@@ -61,7 +61,26 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncMemory", "ChatExists", "ChatFileError", "ChatNotFound", "CommitRecord", "CuratorError", "Edge", "ImportFileError",
-    "Memory", "Message", "MigrationFailed", "Models", "Node", "NotFound", "OpError", "RollbackResult", "Store",
-    "StoreCorrupt", "StoreError", "StoreLocked", "StoreTooNew", "open",
+    "AsyncMemory",
+    "ChatExists",
+    "ChatFileError",
+    "ChatNotFound",
+    "CommitRecord",
+    "CuratorError",
+    "Edge",
+    "ImportFileError",
+    "Memory",
+    "Message",
+    "MigrationFailed",
+    "Models",
+    "Node",
+    "NotFound",
+    "OpError",
+    "RollbackResult",
+    "Store",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreLocked",
+    "StoreTooNew",
+    "open",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import Any
 
 _MONTHS = {m: i for i, m in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
@@ -59,7 +60,7 @@ def within(day: dt.date | None, windows: list[Window], tolerance_days: int) -> b
     return day is not None and any(a - slack <= day <= b + slack for a, b in windows)
 
 
-def _window(kind: str, g: tuple) -> Window:
+def _window(kind: str, g: tuple[Any, ...]) -> Window:
     if kind == "ymd":
         day = dt.date(int(g[0]), int(g[1]), int(g[2]))
         return day, day

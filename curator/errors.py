@@ -9,7 +9,7 @@ class CuratorError(Exception):
 
     hint: str = ""
 
-    def __init__(self, message: str, hint: str | None = None):
+    def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
         if hint is not None:
             self.hint = hint
@@ -50,7 +50,7 @@ class ChatExists(CuratorError):
 class OpError(CuratorError):
     """An op in a commit is invalid; `index` is its position in the commit (0-based)."""
 
-    def __init__(self, message: str, index: int | None = None, hint: str | None = None):
+    def __init__(self, message: str, index: int | None = None, hint: str | None = None) -> None:
         self.index = index
         prefix = f"op #{index}: " if index is not None else ""
         super().__init__(prefix + message, hint)
@@ -77,6 +77,6 @@ class MissingExtra(CuratorError, ImportError):
     """A feature whose packages are an optional extra that is not installed (pydantic-ai-slim's way): the message
     names the feature and the one command that installs them."""
 
-    def __init__(self, extra: str, feature: str):
+    def __init__(self, extra: str, feature: str) -> None:
         super().__init__(f'{feature} needs the "{extra}" extra: pip install "memory-curator[{extra}]"')
         self.extra = extra

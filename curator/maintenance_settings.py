@@ -5,9 +5,8 @@ package can import it without pulling in the rest of the engine."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
+from typing import Literal
 
 
 class _Strict(BaseModel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, ValidationError
@@ -142,16 +142,17 @@ class Settings(_Strict):
         if name not in self.profiles:
             raise CuratorError(
                 f"no model profile {name!r} for task {task!r}",
-                f"Add `profiles: {{{name}: {{model: ..., base_url: ...}}}}` to {CONFIG_FILENAME} in the data directory, "
-                "or set CURATOR_MODEL (and CURATOR_BASE_URL, CURATOR_API_KEY).")
+                f"Add `profiles: {{{name}: {{model: ..., base_url: ...}}}}` to {CONFIG_FILENAME} in the data "
+                "directory, or set CURATOR_MODEL (and CURATOR_BASE_URL, CURATOR_API_KEY).",
+            )
         return self.profiles[name]
 
-    def for_chat(self, chat_settings: dict) -> Settings:
+    def for_chat(self, chat_settings: dict[str, Any]) -> Settings:
         """These settings with a chat's own overrides applied (`curator/api/chat_settings.py`): its extraction,
         recall and maintenance sections, the model profile it names per task, and its own model (`model`: the one
         its front end names, e.g. the SillyTavern extension or the proxy's upstream) as the `default` profile when
         the configuration has none."""
-        update: dict = {}
+        update: dict[str, Any] = {}
         own_model = chat_settings.get("model")
         if own_model and "default" not in self.profiles:
             update["profiles"] = {**self.profiles, "default": self._chat_model(own_model)}
@@ -169,7 +170,7 @@ class Settings(_Strict):
         return self.model_copy(update=update) if update else self
 
 
-    def _chat_model(self, own: dict) -> ModelProfile:
+    def _chat_model(self, own: dict[str, Any]) -> ModelProfile:
         """A chat's own model as a profile: its key variable must be one `chat_model_keys` allows."""
         if not isinstance(own, dict):
             raise CuratorError(f"invalid model for this chat: {own!r} is not {{base_url, model, api_key_env}}")
@@ -185,7 +186,7 @@ class Settings(_Strict):
             raise CuratorError(f"invalid model for this chat: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
-def _deep_merge(base: dict, overrides: dict) -> dict:
+def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in overrides.items():
         merged[key] = _deep_merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) \
@@ -197,7 +198,7 @@ def load_settings(data_dir: Path) -> Settings:
     """Settings from `<data_dir>/config.yaml` (optional), then a `default` profile from CURATOR_MODEL /
     CURATOR_BASE_URL / CURATOR_API_KEY when the file defines none."""
     path = data_dir / CONFIG_FILENAME
-    data: dict = {}
+    data: dict[str, Any] = {}
     if path.exists():
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

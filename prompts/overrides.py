@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import Any
 
 import yaml
 
@@ -56,7 +57,7 @@ class PromptInfo:
     stale: bool  # the shipped text changed since the override was saved
     used_for: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "used_for": self.used_for,
                 "placeholders": list(self.placeholders), "overridden": self.overridden, "shipped_changed": self.stale}
 
@@ -76,7 +77,7 @@ class Prompts:
 
     def __init__(self, folder: Path | None):
         self.folder = folder
-        self._cache: dict[str, tuple[int, Template | dict]] = {}  # name -> (override's mtime, parsed)
+        self._cache: dict[str, tuple[int, Template | dict[str, Any]]] = {}  # name -> (override's mtime, parsed)
         self._lock = threading.Lock()
 
     # ---- reading ---------------------------------------------------------------------------------------------
@@ -135,7 +136,7 @@ class Prompts:
         except ValueError as exc:
             raise PromptError(f"template {name!r}{self._where(name)}: {exc}") from None
 
-    def labels(self) -> dict:
+    def labels(self) -> dict[str, Any]:
         """The injection's headings (a nested mapping of short templates)."""
         parsed = self._parsed(LABELS)
         assert isinstance(parsed, dict)
@@ -147,7 +148,7 @@ class Prompts:
             node = node[key]  # type: ignore[index]
         return Template(str(node)).safe_substitute({k: str(v) for k, v in values.items()})
 
-    def _parsed(self, name: str) -> Template | dict:
+    def _parsed(self, name: str) -> Template | dict[str, Any]:
         path = self._file(name)
         mtime = -1
         if path is not None:
@@ -159,7 +160,8 @@ class Prompts:
         if cached is not None and cached[0] == mtime:
             return cached[1]
         text = self.text(name) if mtime != -1 else self.shipped(name)
-        parsed: Template | dict = _parse_labels(text, self.shipped(name), name) if name == LABELS else Template(text)
+        parsed: Template | dict[str, Any] = (_parse_labels(text, self.shipped(name), name) if name == LABELS
+                                             else Template(text))
         with self._lock:
             self._cache[name] = (mtime, parsed)
         return parsed
@@ -182,7 +184,7 @@ class Prompts:
                               f"this template gets {', '.join('$' + p for p in sorted(known)) or 'none'} "
                               "(write $$ for a literal $)")
         try:
-            Template(text).substitute({p: "" for p in known})
+            Template(text).substitute(dict.fromkeys(known, ""))
         except ValueError as exc:
             raise PromptError(f"{name}: {exc} (write $$ for a literal $)") from None
 
@@ -234,7 +236,7 @@ def _keys(node: object, prefix: str = "") -> set[str]:
     return {prefix.rstrip(".")}
 
 
-def _parse_labels(text: str, shipped: str, name: str) -> dict:
+def _parse_labels(text: str, shipped: str, name: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -4,6 +4,7 @@ braces in a template need no escaping; a placeholder left without a value is an 
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
 
@@ -26,7 +27,7 @@ def template_names() -> list[str]:
     return sorted(p.name.rsplit(".", 1)[0] for p in folder.iterdir() if p.name.endswith((".md", ".yaml")))
 
 
-def shipped_path(name: str):
+def shipped_path(name: str) -> Traversable:
     """The shipped file of template `name` (UnknownPrompt when there is none)."""
     folder = resources.files(__package__).joinpath(TEMPLATE_DIR)
     if len(name) > 64 or not name.replace("_", "").isalnum() or not name.isascii():  # a name, never a path

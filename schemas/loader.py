@@ -38,7 +38,7 @@ class SchemaIssue:
 class SchemaError(ValueError):
     """A schema could not be loaded; `issues` lists every problem found."""
 
-    def __init__(self, issues: list[SchemaIssue]):
+    def __init__(self, issues: list[SchemaIssue]) -> None:
         self.issues = issues
         super().__init__("\n".join(str(i) for i in issues))
 
@@ -97,7 +97,7 @@ def schema_from_data(data: Any, source: str = "<schema>") -> Schema:
         raise SchemaError([_issue(source, data, err) for err in exc.errors()]) from None
 
 
-def _issue(source: str, data: dict, err: Any) -> SchemaIssue:
+def _issue(source: str, data: dict[str, Any], err: Any) -> SchemaIssue:
     loc = list(err["loc"])
     type_name = field_name = None
     if len(loc) >= 2 and loc[0] == "types":
@@ -114,7 +114,7 @@ def _issue(source: str, data: dict, err: Any) -> SchemaIssue:
     return SchemaIssue(source, type_name, field_name, message)
 
 
-def _field_name(data: dict, type_name: str, index: int) -> str | None:
+def _field_name(data: dict[str, Any], type_name: str, index: int) -> str | None:
     try:
         entry = data["types"][type_name]["fields"][index]
         return entry.get("name") if isinstance(entry, dict) else None

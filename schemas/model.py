@@ -7,7 +7,7 @@ never silently turns a setting off.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -188,7 +188,7 @@ class Schema(_Strict):
     def relation(self, name: str) -> Relation | None:
         return next((r for r in self.relations if r.name == name), None)
 
-    def to_data(self) -> dict:
+    def to_data(self) -> dict[str, Any]:
         """Plain JSON-able data (types keyed by name), as written in YAML and in graph exports."""
         data = self.model_dump(mode="json")
         for spec in data["types"].values():

@@ -100,7 +100,8 @@ class Tavern:
         page.errors = []
         page.on("pageerror", lambda exc: page.errors.append(str(exc)))
         page.goto(self.st.url)
-        page.wait_for_function("window.__memoryCurator && window.SillyTavern && SillyTavern.getContext().characters.length"
+        page.wait_for_function("window.__memoryCurator && window.SillyTavern"
+                               " && SillyTavern.getContext().characters.length"
                                " && !document.getElementById('preloader') && !document.getElementById('load-spinner')")
         self.connect()
         return page
@@ -126,7 +127,8 @@ class Tavern:
                                     "return m.chat && m.file === SillyTavern.getContext().getCurrentChatId(); })()")
         self.page.evaluate("window.__memoryCurator.idle()")
         return self.page.evaluate("({file: window.__memoryCurator.state.file, chat: window.__memoryCurator.state.chat,"
-                                  " action: window.__memoryCurator.state.opened && window.__memoryCurator.state.opened.action})")
+                                  " action: window.__memoryCurator.state.opened"
+                                  " && window.__memoryCurator.state.opened.action})")
 
     def chat(self) -> list[dict]:
         return self.page.evaluate("SillyTavern.getContext().chat.map(m => ({name: m.name, is_user: !!m.is_user, "
@@ -141,7 +143,8 @@ class Tavern:
         index = self.page.evaluate(f"SillyTavern.getContext().characters.findIndex(c => c.name === {json.dumps(name)})")
         self.page.evaluate(f"SillyTavern.getContext().selectCharacterById('{index}')")
         self.page.wait_for_function(f"SillyTavern.getContext().name2 === {json.dumps(name)} && "
-                                    "SillyTavern.getContext().getCurrentChatId() && SillyTavern.getContext().chat.length")
+                                    "SillyTavern.getContext().getCurrentChatId()"
+                                    " && SillyTavern.getContext().chat.length")
         return self.bound() if bound else None
 
     def open_group(self, name: str) -> dict:
@@ -203,8 +206,9 @@ class Tavern:
                                   "return {count: (m.swipes || [m.mes]).length, id: m.swipe_id || 0}; })()")
         self.page.evaluate(f"$('#chat .mes').last().find('.swipe_{direction}').trigger('click')")
         if direction == "right" and last["id"] == last["count"] - 1:
-            self.page.wait_for_function(f"(() => {{ const c = SillyTavern.getContext().chat; const m = c[c.length - 1]; "
-                                        f"return (m.swipes || []).length === {last['count'] + 1} && m.swipe_id === {last['count']}"
+            self.page.wait_for_function("(() => { const c = SillyTavern.getContext().chat; const m = c[c.length - 1]; "
+                                        f"return (m.swipes || []).length === {last['count'] + 1}"
+                                        f" && m.swipe_id === {last['count']}"
                                         f" && m.mes === m.swipes[m.swipe_id]; }})()")
         else:
             target = last["id"] + (1 if direction == "right" else -1)

@@ -75,7 +75,9 @@ def _dependencies(folder: Path) -> None:
     cache (then linked), or into `folder` itself when the cache cannot be written."""
     lock = hashlib.sha256((folder / "package-lock.json").read_bytes()).hexdigest()
     cache = cache_dir()
-    if not ((cache / "stamp").is_file() and (cache / "stamp").read_text() == lock and (cache / "node_modules").is_dir()):
+    if not (
+        (cache / "stamp").is_file() and (cache / "stamp").read_text() == lock and (cache / "node_modules").is_dir()
+    ):
         staging = cache.with_name(cache.name + f".tmp{os.getpid()}")
         try:
             shutil.rmtree(staging, ignore_errors=True)
@@ -118,12 +120,16 @@ class SillyTavern:
         folder = self.workdir / "sillytavern"
         _dependencies(folder)
         config = (folder / "default" / "config.yaml").read_text()
-        for old, new in (("dataRoot: ./data", f"dataRoot: {self.workdir / 'data'}"), ("port: 8000", f"port: {self.port}"),
-                         ("listen: false", "listen: false"), ("autorun: true", "autorun: false"),
-                         ("enableExtensionsAutoUpdate: true", "enableExtensionsAutoUpdate: false"),
-                         ("enableDownloadableTokenizers: true", "enableDownloadableTokenizers: false"),
-                         ("  disableAutoDownload: false", "  disableAutoDownload: true"),
-                         ("skipContentCheck: false", "skipContentCheck: true")):
+        for old, new in (
+            ("dataRoot: ./data", f"dataRoot: {self.workdir / 'data'}"),
+            ("port: 8000", f"port: {self.port}"),
+            ("listen: false", "listen: false"),
+            ("autorun: true", "autorun: false"),
+            ("enableExtensionsAutoUpdate: true", "enableExtensionsAutoUpdate: false"),
+            ("enableDownloadableTokenizers: true", "enableDownloadableTokenizers: false"),
+            ("  disableAutoDownload: false", "  disableAutoDownload: true"),
+            ("skipContentCheck: false", "skipContentCheck: true"),
+        ):
             assert old in config, old
             config = config.replace(old, new, 1)
         (folder / "config.yaml").write_text(config)
@@ -189,8 +195,11 @@ class Upstream:
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
-                    return self._send(200, "application/json",
-                                      json.dumps({"object": "list", "data": [{"id": "story-model", "object": "model"}]}))
+                    return self._send(
+                        200,
+                        "application/json",
+                        json.dumps({"object": "list", "data": [{"id": "story-model", "object": "model"}]}),
+                    )
                 return self._send(404, "application/json", json.dumps({"error": {"message": "not found"}}))
 
             def do_POST(self):
@@ -203,10 +212,17 @@ class Upstream:
                     time.sleep(upstream.delay)
                 texts = upstream.queue.pop(0) if upstream.queue else ["..."]
                 if not body.get("stream"):
-                    answer = {"id": "up", "object": "chat.completion", "created": 1, "model": body.get("model"),
-                              "choices": [{"index": i, "finish_reason": "stop",
-                                           "message": {"role": "assistant", "content": t}} for i, t in enumerate(texts)],
-                              "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+                    answer = {
+                        "id": "up",
+                        "object": "chat.completion",
+                        "created": 1,
+                        "model": body.get("model"),
+                        "choices": [
+                            {"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}
+                            for i, t in enumerate(texts)
+                        ],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    }
                     return self._send(200, "application/json", json.dumps(answer))
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
@@ -319,12 +335,31 @@ class Front:
         return messages
 
     def generate(self, messages: list[dict], stream: bool = False, n: int = 1) -> list[str]:
-        body = {"messages": messages, "model": "story-model", "temperature": 0.9, "frequency_penalty": 0,
-                "presence_penalty": 0, "top_p": 1, "max_tokens": 300, "stream": stream, "logit_bias": {"1234": -5},
-                "stop": self.stops, "chat_completion_source": "custom", "n": n, "user_name": USER, "char_name": CHAR,
-                "group_names": [], "custom_url": self.custom_url, "custom_include_body": "min_p: 0.05\nrepetition_penalty: 1.1\n",
-                "custom_exclude_body": "", "custom_include_headers": self.include_headers,
-                "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "seed": 7}
+        body = {
+            "messages": messages,
+            "model": "story-model",
+            "temperature": 0.9,
+            "frequency_penalty": 0,
+            "presence_penalty": 0,
+            "top_p": 1,
+            "max_tokens": 300,
+            "stream": stream,
+            "logit_bias": {"1234": -5},
+            "stop": self.stops,
+            "chat_completion_source": "custom",
+            "n": n,
+            "user_name": USER,
+            "char_name": CHAR,
+            "group_names": [],
+            "custom_url": self.custom_url,
+            "custom_include_body": "min_p: 0.05\nrepetition_penalty: 1.1\n",
+            "custom_exclude_body": "",
+            "custom_include_headers": self.include_headers,
+            "top_k": 40,
+            "min_p": 0.05,
+            "repetition_penalty": 1.1,
+            "seed": 7,
+        }
         response = self.session.post("/api/backends/chat-completions/generate", json=body)
         self.last_status = response.status_code
         if stream:

@@ -121,7 +121,7 @@ class Walk:
         if len(memory.store.messages("c")) != len(SEED) or memory.store.messages("c")[-1].hash != SEED[-1].hash:
             memory.sync("c", SEED, 0)
         graph = memory.graph("c")
-        found = [n for n in graph.find_by_name("Eileen", ["character_sheet"])]
+        found = list(graph.find_by_name("Eileen", ["character_sheet"]))
         if not found:
             memory.commit("c", [{"op": "create_node", "type": "character_sheet", "fields": {"name": "Eileen"}}], 5)
             found = graph.find_by_name("Eileen", ["character_sheet"])
@@ -211,7 +211,7 @@ def test_every_route_refuses_every_bad_value_cleanly(walk):
     routes = _routes(app)
     assert len(routes) >= 40 and any(p.startswith("/v1/") for _, p, *_ in routes)
     for method, path, path_params, query_params, fields in routes:
-        def valid_path(**override) -> str:
+        def valid_path(path: str = path, path_params: list[str] = path_params, **override) -> str:
             node = walk_.seed()
             values = {"chat_id": "c", "node_id": node, "op": "compact", "name": "default", "job_id": "none",
                       "frontend": "sillytavern", "floor": 3, "batch_id": 1, "contradiction_id": "none"}

@@ -20,11 +20,20 @@ def test_cohere_tool_call_round_trip(memory, monkeypatch):
                                  Message("assistant", "Eileen", "I owe you for this.")])
     memory.settings = Settings(profiles={"default": profile})
     args = {"event": [{"summary": "Rowan gives Eileen a salve; she owes him."}]}
-    reply = {"id": "r1", "finish_reason": "TOOL_CALL",
-             "message": {"role": "assistant", "tool_calls": [
-                 {"id": "c1", "type": "function", "function": {"name": "record_memory", "arguments": json.dumps(args)}}]},
-             "usage": {"billed_units": {"input_tokens": 120, "output_tokens": 30},
-                       "tokens": {"input_tokens": 130, "output_tokens": 30}}}
+    reply = {
+        "id": "r1",
+        "finish_reason": "TOOL_CALL",
+        "message": {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "record_memory", "arguments": json.dumps(args)}}
+            ],
+        },
+        "usage": {
+            "billed_units": {"input_tokens": 120, "output_tokens": 30},
+            "tokens": {"input_tokens": 130, "output_tokens": 30},
+        },
+    }
     with respx.mock(assert_all_called=True) as router:
         route = router.post("https://api.cohere.com/v2/chat").mock(return_value=httpx.Response(200, json=reply))
         [result] = memory.extract("road", model=build_model(profile))

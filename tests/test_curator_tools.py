@@ -56,31 +56,50 @@ def test_read_tools(ws):
     assert call(ws, "memory_find_by_name", name="Brann")["match"] == "partial"
     hits = call(ws, "memory_keyword_search", query="salve promise")
     assert hits["nodes"][0]["id"] == "n_ev1"
-    assert [n["id"] for n in call(ws, "memory_timeline", floor_from=3, floor_to=3, types=["event"])["nodes"]] == ["n_ev1"]
+    assert [n["id"] for n in call(ws, "memory_timeline", floor_from=3, floor_to=3, types=["event"])["nodes"]] == [
+        "n_ev1"
+    ]
 
 
-@pytest.mark.parametrize(("name", "args", "message"), [
-    ("memory_node_brief", {"node_id": "n_nobody"}, "node 'n_nobody' does not exist"),
-    ("memory_list_candidates", {"types": ["dragon"]}, "unknown type 'dragon'"),
-    ("memory_node_brief", {"node": "n_ev1"}, "unknown argument 'node'"),
-    ("memory_vector_search", {"query": "salve"}, "no vector index"),
-    ("memory_timeline", {"floor_from": 5, "floor_to": 2}, "runs backwards"),
-    ("create_character_sheet", {"name": "Mira", "mood": "tense"}, "unknown argument 'mood'"),
-    ("create_character_sheet", {"goal": "x"}, "missing required 'name'"),
-    ("create_character_sheet", {"name": "  eileen "}, "exists already: n_eileen"),
-    ("create_character_sheet", {"name": "Eli Vance", "aliases": "The Healer"}, "exists already: n_eileen"),
-    ("edit_event", {"node_id": "n_eileen", "set_fields": {"summary": "x"}}, "is a 'character_sheet', not a 'event'"),
-    ("edit_character_sheet", {"node_id": "n_eileen", "set_fields": {"summary": "x"}}, "unknown field 'set_fields.summary'"),
-    ("edit_character_sheet", {"node_id": "n_eileen", "clear_fields": ["name"]}, "cannot clear required field"),
-    ("edit_character_sheet", {"node_id": "n_eileen"}, "nothing to change"),
-    ("delete_event", {"node_id": "n_rowan"}, "not a 'event'"),
-    ("memory_link_upsert", {"links": [{"source": "n_eileen", "target": "n_rowan", "relation": "loves"}]},
-     "links.0.relation"),
-    ("memory_link_upsert", {"links": [{"source": "n_eileen", "target": "n_ghost", "relation": "owes"}]},
-     "'n_ghost' does not exist"),
-    ("memory_link_delete", {"source": "n_eileen", "target": "n_rowan", "relation": "owes"}, "does not exist"),
-    ("memory_compaction_candidates", {"type": "character_sheet"}, "is not compressed"),
-])
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        ("memory_node_brief", {"node_id": "n_nobody"}, "node 'n_nobody' does not exist"),
+        ("memory_list_candidates", {"types": ["dragon"]}, "unknown type 'dragon'"),
+        ("memory_node_brief", {"node": "n_ev1"}, "unknown argument 'node'"),
+        ("memory_vector_search", {"query": "salve"}, "no vector index"),
+        ("memory_timeline", {"floor_from": 5, "floor_to": 2}, "runs backwards"),
+        ("create_character_sheet", {"name": "Mira", "mood": "tense"}, "unknown argument 'mood'"),
+        ("create_character_sheet", {"goal": "x"}, "missing required 'name'"),
+        ("create_character_sheet", {"name": "  eileen "}, "exists already: n_eileen"),
+        ("create_character_sheet", {"name": "Eli Vance", "aliases": "The Healer"}, "exists already: n_eileen"),
+        (
+            "edit_event",
+            {"node_id": "n_eileen", "set_fields": {"summary": "x"}},
+            "is a 'character_sheet', not a 'event'",
+        ),
+        (
+            "edit_character_sheet",
+            {"node_id": "n_eileen", "set_fields": {"summary": "x"}},
+            "unknown field 'set_fields.summary'",
+        ),
+        ("edit_character_sheet", {"node_id": "n_eileen", "clear_fields": ["name"]}, "cannot clear required field"),
+        ("edit_character_sheet", {"node_id": "n_eileen"}, "nothing to change"),
+        ("delete_event", {"node_id": "n_rowan"}, "not a 'event'"),
+        (
+            "memory_link_upsert",
+            {"links": [{"source": "n_eileen", "target": "n_rowan", "relation": "loves"}]},
+            "links.0.relation",
+        ),
+        (
+            "memory_link_upsert",
+            {"links": [{"source": "n_eileen", "target": "n_ghost", "relation": "owes"}]},
+            "'n_ghost' does not exist",
+        ),
+        ("memory_link_delete", {"source": "n_eileen", "target": "n_rowan", "relation": "owes"}, "does not exist"),
+        ("memory_compaction_candidates", {"type": "character_sheet"}, "is not compressed"),
+    ],
+)
 def test_invalid_calls_answer_errors_and_change_nothing(ws, memory, chat, name, args, message):
     before = ws.graph.snapshot()
     result = call(ws, name, **args)

@@ -55,7 +55,9 @@ def test_locked_database_gives_a_clear_error_and_writes_nothing(tmp_path):
         other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
         try:
             with pytest.raises(StoreLocked, match="locked"):
-                store.commit("c", [{"op": "create_node", "type": "character_sheet", "fields": {"name": "A"}}], 1, "test")
+                store.commit(
+                    "c", [{"op": "create_node", "type": "character_sheet", "fields": {"name": "A"}}], 1, "test"
+                )
         finally:
             other.execute("ROLLBACK")
         assert store.graph("c").stats()["nodes_active"] == 0

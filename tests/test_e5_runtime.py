@@ -18,9 +18,17 @@ from curator.vectors import onnx_proto as onnx
 from curator.vectors.e5_tokenizer import E5Tokenizer
 from curator.vectors.e5_weights import E5Weights, shipped_weights
 
-TEXTS = ["Hello world,  it's Eileen!", "米拉在桥上付了三枚银币的过路费。据说罗文把最后一瓶药膏给了艾琳",
-         "Caroline went to the LGBTQ support group on 7 May 2023.", "naïve café ＡＢＣ １２３", "  leading\tand\ntabs  ",
-         "<s> a literal <mask> </s>", "😀 hello 🤖", "e\u0301 ﬁ ①②③", "Привет, как дела?"]
+TEXTS = [
+    "Hello world,  it's Eileen!",
+    "米拉在桥上付了三枚银币的过路费。据说罗文把最后一瓶药膏给了艾琳",
+    "Caroline went to the LGBTQ support group on 7 May 2023.",
+    "naïve café ＡＢＣ １２３",
+    "  leading\tand\ntabs  ",
+    "<s> a literal <mask> </s>",
+    "😀 hello 🤖",
+    "e\u0301 ﬁ ①②③",
+    "Привет, как дела?",
+]
 
 
 @lru_cache(maxsize=1)

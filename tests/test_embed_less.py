@@ -65,8 +65,22 @@ def test_a_message_shared_by_several_events_is_embedded_once(memory, monkeypatch
     assert len(messages) == 4 and len(set(messages)) == 4  # floors 0-3, once each, for three sources
     assert memory.index.status("road")["sources"] == 3
     asked["documents"].clear()
-    memory.commit("road", [{"op": "create_node", "id": "e4", "type": "event", "title": "The boot",
-                            "fields": {"summary": "The boot hides things."}, "floor_from": 3, "floor_to": 3}], 3, "test")
+    memory.commit(
+        "road",
+        [
+            {
+                "op": "create_node",
+                "id": "e4",
+                "type": "event",
+                "title": "The boot",
+                "fields": {"summary": "The boot hides things."},
+                "floor_from": 3,
+                "floor_to": 3,
+            }
+        ],
+        3,
+        "test",
+    )
     assert asked["documents"] == [["The boot hides things."]]  # its node text only: its messages were embedded
     hits = dict(memory.index.query_sources("road", "Where is the key? In my boot.", k=4))
     assert max(hits, key=hits.get) in {"e3", "e4"}  # the sources that hold floor 3

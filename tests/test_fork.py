@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from curator.errors import ChatExists, ChatNotFound, CuratorError
-from curator.testing.scripted import graph_signature, reply_text, scripted_chat, scripted_model
+from curator.testing.scripted import reply_text, scripted_chat, scripted_model
 from curator.store.bindings import Bindings, RecallCards
 from curator.store.forks import fork_of
 from curator.store.messages import Message

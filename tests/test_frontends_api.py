@@ -118,7 +118,9 @@ def test_a_renamed_chat_keeps_its_memory_and_a_deleted_one_can_take_it_along(ser
     count = len(calls)
     moved = open_chat(http, EILEEN, "new name", chat, claim={"chat": main, "file": "old name"}, files=["new name"])
     assert moved["action"] == "renamed" and moved["chat"] == main and moved["renamed_from"] == "old name"
-    assert len(calls) == count and http.get("/frontends/sillytavern/bindings").json()["bindings"][0]["file"] == "new name"
+    assert (
+        len(calls) == count and http.get("/frontends/sillytavern/bindings").json()["bindings"][0]["file"] == "new name"
+    )
     renamed = http.post("/frontends/sillytavern/rename", json={"scope": EILEEN, "file": "new name",
                                                                "new_file": "third name"})
     assert renamed.json()["chat"] == main

@@ -30,7 +30,7 @@ def _text(rng: random.Random, n: int = 6) -> str:
 def test_live_bm25_scores_as_bm25_through_adds_replaces_and_removes():
     rng = random.Random(3)
     live, docs = LiveBM25(), {}
-    for step in range(300):
+    for _ in range(300):
         key = f"d{rng.randrange(60)}"
         if rng.random() < 0.2:
             live.remove(key)
@@ -133,7 +133,9 @@ def test_the_newest_floor_and_speaker_follow_rewrites_and_deletions(memory):
     for floor, messages in rewrites:
         store.set_messages_from("road", floor, messages)
         live.refresh(store)
-        rows = store.conn.execute("SELECT floor, role, name FROM messages WHERE chat_id='road' ORDER BY floor").fetchall()
+        rows = store.conn.execute(
+            "SELECT floor, role, name FROM messages WHERE chat_id='road' ORDER BY floor"
+        ).fetchall()
         named_replies = [name for _, role, name in rows if role == "assistant" and name]
         assert live.latest_floor == (rows[-1][0] if rows else None)
         assert live.last_speaker == (named_replies[-1] if named_replies else None)

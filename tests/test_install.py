@@ -1,7 +1,8 @@
 """Both install modes give working imports of every package and find every data file.
 
 The project is installed, without its dependencies, into throw-away virtual environments that see this
-environment's packages (through a .pth file), once as a wheel (`pip install .`) and once editable (`pip install -e .`)."""
+environment's packages (through a .pth file), once as a wheel (`pip install .`) and once editable (`pip install -e
+.`)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,9 @@ def test_install_mode(tmp_path, editable):
         inside_repo = Path(file).resolve().is_relative_to(ROOT)
         assert inside_repo == editable, (name, file)  # really the install we made, not another copy
     assert found["presets"] == ["bme", "default"] and "pov_memory" in found["types"]
-    assert {"extract_system", "extract_user", "compact", "maintain_compress", "maintain_consolidate"} <= set(found["templates"])
+    assert {"extract_system", "extract_user", "compact", "maintain_compress", "maintain_consolidate"} <= set(
+        found["templates"]
+    )
     assert Path(found["example"]).is_file()
     assert found["demo_nodes"] == 18
     # the panel's files ship as package data: the page, its style and every script it imports
@@ -73,8 +76,25 @@ def test_install_mode(tmp_path, editable):
 @pytest.mark.slow
 def test_the_wheel_adds_one_import_name(tmp_path):
     """tools/, schemas/ and prompts/ ship inside `curator`; no other top-level package collides with the user's."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(tmp_path),
-                    str(ROOT)], check=True, capture_output=True, text=True, cwd=tmp_path)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     (wheel,) = tmp_path.glob("memory_curator-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}

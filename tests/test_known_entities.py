@@ -28,8 +28,17 @@ def test_known_entities_match_reading_every_entity(memory):
                     "floor_from": i % 4, "floor_to": 10 + i // 3})
         ops.append({"op": "create_node", "id": f"l{i}", "type": "location_state", "fields": {"name": f"Place {i}"},
                     "floor_from": 5 - i % 5, "floor_to": 10 + i // 4})
-    ops.append({"op": "create_node", "id": "e0", "type": "event", "title": "Summary 1", "fields": {"summary": "not an entity"},
-                "floor_from": 30, "floor_to": 30})
+    ops.append(
+        {
+            "op": "create_node",
+            "id": "e0",
+            "type": "event",
+            "title": "Summary 1",
+            "fields": {"summary": "not an entity"},
+            "floor_from": 30,
+            "floor_to": 30,
+        }
+    )
     memory.commit("road", ops, 30, "test")
     memory.commit("road", [{"op": "archive_node", "id": "c0"}, {"op": "archive_node", "id": "l11"}], 30, "test")
     graph, schema = memory.graph("road"), memory.chat("road").schema

@@ -87,7 +87,19 @@ def test_no_import_cycles():
 
 
 FORBIDDEN = {  # a layer and the layers it must never import
-    "store": {"llm", "vectors", "extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools", "testing"},
+    "store": {
+        "llm",
+        "vectors",
+        "extract",
+        "recall",
+        "maintenance",
+        "sync",
+        "api",
+        "service",
+        "cli",
+        "tools",
+        "testing",
+    },
     "llm": {"vectors", "extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools", "testing"},
     "vectors": {"extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools", "testing"},
     "tools": {"extract", "api", "service", "cli", "maintenance", "sync", "testing"},
@@ -101,10 +113,34 @@ FORBIDDEN = {  # a layer and the layers it must never import
     "cli": {"testing"},
     # test doubles (scripted models, a fake OpenAI endpoint): used by tests and benchmarks, by no product code
     "testing": {"api", "service", "cli"},
-    "schemas": {"store", "llm", "vectors", "extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools",
-                "testing"},
-    "prompts": {"store", "llm", "vectors", "extract", "recall", "maintenance", "sync", "api", "service", "cli", "tools",
-                "testing"},
+    "schemas": {
+        "store",
+        "llm",
+        "vectors",
+        "extract",
+        "recall",
+        "maintenance",
+        "sync",
+        "api",
+        "service",
+        "cli",
+        "tools",
+        "testing",
+    },
+    "prompts": {
+        "store",
+        "llm",
+        "vectors",
+        "extract",
+        "recall",
+        "maintenance",
+        "sync",
+        "api",
+        "service",
+        "cli",
+        "tools",
+        "testing",
+    },
 }
 
 

@@ -173,7 +173,7 @@ def test_every_answer_type_of_a_maintenance_job_gets_the_profiles_settings(memor
 
     def responder(body):
         params = body["tools"][0]["function"]["parameters"]
-        return completion(body, tool_args={name: "x" for name in params["required"]})
+        return completion(body, tool_args=dict.fromkeys(params["required"], "x"))
 
     cache, _ = counted
     with FakeOpenAI(responder) as fake:

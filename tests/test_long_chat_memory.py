@@ -37,7 +37,13 @@ def test_an_old_event_the_budget_pushed_out_is_recalled(memory):
     data = injection.to_dict()
     left = {row["id"]: row for row in data["left_out"]}
     assert data["left_out_count"] >= 150 and len(left) == 50  # all counted, the first 50 listed
-    assert left["ev191"] == {"id": "ev191", "type": "event", "title": "Summary 192", "why": "cap", "block": "persistent"}
+    assert left["ev191"] == {
+        "id": "ev191",
+        "type": "event",
+        "title": "Summary 192",
+        "why": "cap",
+        "block": "persistent",
+    }
     assert "ev003" not in left  # it was recalled
 
 

@@ -119,7 +119,9 @@ def test_groups_by_point_of_view_owner(memory):
 
 def test_nothing_to_do_and_unknown_types_are_reported(events):
     script = Scripted(fold_answer)
-    assert "not hierarchically compressed" in events.compact("road", types=["character_sheet"], model=script.model).skipped
+    assert (
+        "not hierarchically compressed" in events.compact("road", types=["character_sheet"], model=script.model).skipped
+    )
     events.compact("road", model=script.model)
     again = events.compact("road", model=script.model)
     assert again.skipped == "every level is within its threshold" and script.calls == 14
@@ -139,8 +141,13 @@ SCHEMA = load_preset("bme")
        fan_in=st.integers(2, 4), threshold=st.integers(2, 8), keep=st.integers(0, 4), depth=st.integers(1, 3))
 def test_compression_invariants(tmp_path_factory, owners, links, fan_in, threshold, keep, depth):
     types = dict(SCHEMA.types)
-    types["pov_memory"] = types["pov_memory"].model_copy(update={"compression": types["pov_memory"].compression.model_copy(
-        update={"fan_in": fan_in, "threshold": threshold, "keep_recent_leaves": keep, "max_depth": depth})})
+    types["pov_memory"] = types["pov_memory"].model_copy(
+        update={
+            "compression": types["pov_memory"].compression.model_copy(
+                update={"fan_in": fan_in, "threshold": threshold, "keep_recent_leaves": keep, "max_depth": depth}
+            )
+        }
+    )
     schema = SCHEMA.model_copy(update={"types": types})
     with tempfile.TemporaryDirectory(prefix="curator-prop-") as folder, curator.open(folder) as memory:
         memory.create_chat("p", schema)

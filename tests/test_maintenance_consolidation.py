@@ -23,10 +23,21 @@ OLD = [
      "fields": {"name": "Brannoch's Bridge", "controller": "Captain Brannoch"}},
 ]
 NEW = [
-    {"op": "create_node", "id": "new1", "type": "event", "title": "Summary 3",
-     "fields": {"summary": "Rowan hands Eileen his last healing salve at the bridge, and she promises to pay him back."}},
-    {"op": "create_node", "id": "new2", "type": "character_sheet",
-     "fields": {"name": "Eileen the Healer", "goal": "repay Rowan"}},
+    {
+        "op": "create_node",
+        "id": "new1",
+        "type": "event",
+        "title": "Summary 3",
+        "fields": {
+            "summary": "Rowan hands Eileen his last healing salve at the bridge, and she promises to pay him back."
+        },
+    },
+    {
+        "op": "create_node",
+        "id": "new2",
+        "type": "character_sheet",
+        "fields": {"name": "Eileen the Healer", "goal": "repay Rowan"},
+    },
     {"op": "link", "source": "c_rowan", "target": "new2", "relation": "allied_with"},
 ]
 
@@ -136,9 +147,21 @@ def test_gate_skips_a_lone_dissimilar_node_without_asking(road):
 def test_the_gate_threshold_unset_is_the_embedders_own(road):
     # a lone paraphrase of an existing event: the default's e5 vectors put it over their own 0.85 (the static
     # profiles' 0.6 is their scale: their unrelated lines sit near 0.2, e5's near 0.8)
-    road.commit("road", [{"op": "create_node", "id": "again", "type": "event", "title": "Summary 4",
-                          "fields": {"summary": "Eileen owes Rowan for the salve he used on her cut by the toll bridge."}}],
-                anchor_floor=5, origin="extract", note="seq 3")
+    road.commit(
+        "road",
+        [
+            {
+                "op": "create_node",
+                "id": "again",
+                "type": "event",
+                "title": "Summary 4",
+                "fields": {"summary": "Eileen owes Rowan for the salve he used on her cut by the toll bridge."},
+            }
+        ],
+        anchor_floor=5,
+        origin="extract",
+        note="seq 3",
+    )
     assert road.settings.maintenance.consolidation.threshold is None
     assert road.index.function.embedder.duplicate_similarity == 0.85
     script = decide({"node_id": "again", "action": "skip"})

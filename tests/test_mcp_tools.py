@@ -69,6 +69,9 @@ def test_unknown_nodes_types_relations_and_backwards_ranges_are_errors_with_a_hi
             text = _error(await client.call_tool("neighbours", {"chat": "road", "node_id": node["id"],
                                                                 "relations": ["loves"]}))
             assert "no relation 'loves'" in text and "involved_in" in text
+            near = _data(await client.call_tool("neighbours", {"chat": "road", "node_id": node["id"]}))
+            assert near and all(n["id"] != node["id"] and n["relation"] and n["direction"] in ("in", "out")
+                                for n in near)  # each a node with its link (issue 32: was a tuple, and crashed)
             # argument errors in plain words: which argument, what is wrong, no pydantic URL
             text = _error(await client.call_tool("timeline", {"chat": "road", "floor_from": "soon"}))
             assert "floor_from" in text and "integer" in text and "http" not in text

@@ -91,4 +91,4 @@ def test_an_outer_pydantic_ai_agent_drives_the_memory(memory, chat):
     returned = [p.content for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
     assert json.loads(json.dumps(returned[1]))["extractor"]["ok"]  # the simulation, as the agent saw it
     read_only = orchestrator_toolset(memory, chat, allow_writes=False)
-    assert "memory_curate" not in {t for t in read_only.tools}
+    assert "memory_curate" not in read_only.tools

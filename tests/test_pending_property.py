@@ -31,7 +31,9 @@ def _vector(seed: int) -> np.ndarray:
 
 def _held(collection) -> dict:
     got = collection.get(include=["embeddings", "metadatas"])
-    return {i: (np.round(np.asarray(v), 5).tolist(), m) for i, v, m in zip(got["ids"], got["embeddings"], got["metadatas"])}
+    return {
+        i: (np.round(np.asarray(v), 5).tolist(), m) for i, v, m in zip(got["ids"], got["embeddings"], got["metadatas"])
+    }
 
 
 @settings(max_examples=60, deadline=None, derandomize=True,  # the same examples on every run: CI never flakes

@@ -103,7 +103,9 @@ def converse(client, server, turns, chat="c", stream_last=False):
             stream = client.chat.completions.create(model="story", messages=messages, stream=True, user=chat)
             text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
         else:
-            text = client.chat.completions.create(model="story", messages=messages, user=chat).choices[0].message.content
+            text = (
+                client.chat.completions.create(model="story", messages=messages, user=chat).choices[0].message.content
+            )
         messages.append({"role": "assistant", "content": text})
         settle(server, chat)
     return messages

@@ -67,7 +67,9 @@ def test_the_floor_hash_leaves_the_swipe_index_out_and_old_hashes_are_accepted(m
     memory.create_chat("c", "default")
     memory.sync("c", chat)
     with memory.store.transaction() as conn:  # as a database written before the change holds it
-        conn.execute("UPDATE messages SET hash=? WHERE chat_id='c' AND floor=1", (floor_hash("assistant", "N", "text", 3),))
+        conn.execute(
+            "UPDATE messages SET hash=? WHERE chat_id='c' AND floor=1", (floor_hash("assistant", "N", "text", 3),)
+        )
     report = memory.sync("c", [Message("user", "U", "hi"), Message("assistant", "N", "text")])  # swipe id unseen
     assert not report.rebuilt and report.dirty_floor is None
 
@@ -149,7 +151,9 @@ def test_impersonate_quiet_and_several_choices_store_no_floor(service):
         upstream.queue.append(["not a chat message"])
         assert ask(http, "q", chat + [{"role": "system", "content": control}]).status_code == 200
     upstream.queue.append(["by header"])
-    http.post("/v1/chats/q/chat/completions", headers={"X-Curator-Kind": "quiet"}, json={"model": "m", "messages": chat})
+    http.post(
+        "/v1/chats/q/chat/completions", headers={"X-Curator-Kind": "quiet"}, json={"model": "m", "messages": chat}
+    )
     settle(http, "q")
     assert [m.text for m in memory.store.messages("q")] == ["Hi", reply_text(1)] and calls == [1]
     chat.append({"role": "user", "content": "More"})
@@ -204,5 +208,7 @@ def test_a_chat_ingested_from_a_sillytavern_file_continues_through_the_proxy_wit
     settle(http, "road")
     assert [c.id for c in memory.store.commits("road")][:len(commits)] == commits  # nothing rolled back
     stored = memory.store.messages("road")
-    assert len(stored) == len(messages) + 2 and stored[-1].text.startswith("Eileen went"), [m.text[:30] for m in stored[-3:]]
+    assert len(stored) == len(messages) + 2 and stored[-1].text.startswith("Eileen went"), [
+        m.text[:30] for m in stored[-3:]
+    ]
     assert calls == [len(messages) + 1], http.get("/api/v1/jobs", params={"chat": "road"}).json()  # the new reply only

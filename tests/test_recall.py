@@ -78,14 +78,19 @@ def test_budget_is_never_exceeded_and_nodes_are_never_cut(memory, road):
 
 def test_expansion_brings_linked_people_and_places(memory, tmp_path):
     schema = tmp_path / "s.yaml"
-    schema.write_text("""
+    schema.write_text(
+        """
 name: plain
 relations: [{name: involved_in}, {name: occurred_at}]
 types:
-  person: {identity: entity, primary_key: [name], title_field: name, fields: [{name: name, required: true, embedded: true}, {name: role, embedded: true}]}
-  place: {identity: latest_only, primary_key: [name], title_field: name, fields: [{name: name, required: true, embedded: true}]}
+  person: {identity: entity, primary_key: [name], title_field: name,
+           fields: [{name: name, required: true, embedded: true}, {name: role, embedded: true}]}
+  place: {identity: latest_only, primary_key: [name], title_field: name,
+          fields: [{name: name, required: true, embedded: true}]}
   event: {identity: event, bucket: episodic, fields: [{name: summary, required: true, embedded: true}]}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     memory.create_chat("plain", schema)
     memory.commit("plain", [
         {"op": "create_node", "id": "p_mira", "type": "person", "fields": {"name": "Mira", "role": "courier"}},

@@ -9,7 +9,8 @@ SCHEMA = """
 name: plain
 relations: [{name: involved_in}]
 types:
-  person: {identity: entity, primary_key: [name], title_field: name, fields: [{name: name, required: true, embedded: true}, {name: role, embedded: true}]}
+  person: {identity: entity, primary_key: [name], title_field: name,
+           fields: [{name: name, required: true, embedded: true}, {name: role, embedded: true}]}
   event: {identity: event, bucket: episodic, fields: [{name: summary, required: true, embedded: true}]}
 """
 
@@ -27,7 +28,9 @@ def plain(memory, tmp_path):
            {"op": "create_node", "id": "p_oscar", "type": "person",
             "fields": {"name": "Oscar", "role": "a puppy who chews shoes"}}]
     for i, text in enumerate(events):
-        ops.append({"op": "create_node", "id": f"e{i}", "type": "event", "title": f"event {i}", "fields": {"summary": text}})
+        ops.append(
+            {"op": "create_node", "id": f"e{i}", "type": "event", "title": f"event {i}", "fields": {"summary": text}}
+        )
         who = "p_caroline" if "Caroline" in text else "p_melanie"
         ops.append({"op": "link", "source": who, "target": f"e{i}", "relation": "involved_in"})
     memory.commit("plain", ops, 0)

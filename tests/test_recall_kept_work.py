@@ -19,7 +19,7 @@ def test_live_bm25_kept_weights_follow_every_change():
     rng = random.Random(8)
     live, docs = LiveBM25(), {}
     queries = ("Mira salve", "bridge toll crowns", "米拉 桥", "river")
-    for step in range(200):
+    for _ in range(200):
         key = f"d{rng.randrange(40)}"
         if rng.random() < 0.25:
             live.remove(key)
@@ -117,7 +117,13 @@ def test_the_pool_keeps_its_dates_and_folded_leaves_through_commits(memory):
         if roll < 0.3:
             ops = [_dated(step, rng.randrange(1, 29))]
         elif roll < 0.5:
-            ops = [{"op": "update_node", "id": rng.choice(events), "story_time": {"label": f"{rng.randrange(1, 29)} May, 2023"}}]
+            ops = [
+                {
+                    "op": "update_node",
+                    "id": rng.choice(events),
+                    "story_time": {"label": f"{rng.randrange(1, 29)} May, 2023"},
+                }
+            ]
         elif roll < 0.7:
             ops = [{"op": "compact", "id": f"sum{step}", "type": "event", "title": f"Summary S{step}",
                     "fields": {"summary": "Folded."},
@@ -125,9 +131,16 @@ def test_the_pool_keeps_its_dates_and_folded_leaves_through_commits(memory):
         elif roll < 0.8:  # an active event, or a leaf folded into a summary
             ops = [{"op": "delete_node", "id": rng.choice(events + folded_leaves[:3])}]
         elif roll < 0.9:
-            ops = [{"op": "link", "source": "mira", "target": rng.choice(events + [f"sum{s}" for s in range(80, step)
-                                                                                  if memory.graph("road").get(f"sum{s}")]),
-                    "relation": "involved_in"}]
+            ops = [
+                {
+                    "op": "link",
+                    "source": "mira",
+                    "target": rng.choice(
+                        events + [f"sum{s}" for s in range(80, step) if memory.graph("road").get(f"sum{s}")]
+                    ),
+                    "relation": "involved_in",
+                }
+            ]
         elif step > 82:
             memory.store.rollback("road", rng.randrange(max(81, step - 5), step + 1))
             ops = []

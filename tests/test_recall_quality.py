@@ -95,7 +95,9 @@ def test_recall_keeps_the_best_r10_reached(ranked, corpus, mode):
 def test_speaker_nodes_do_not_crowd_out_events(ranked, mode):
     for corpus in ("observations", "turns"):
         share = ranked[(corpus, mode)]["any_person@10"]
-        assert share <= PERSON_CEILING, f"{mode} on {corpus}: a speaker's node in the top 10 of {share:.0%} of questions"
+        assert share <= PERSON_CEILING, (
+            f"{mode} on {corpus}: a speaker's node in the top 10 of {share:.0%} of questions"
+        )
 
 
 def test_the_injection_keeps_its_share_of_the_evidence(bench, convs, tmp_path_factory):

@@ -34,7 +34,9 @@ def _make(kind: str, a: int, b: int, c: int, graph: dict) -> dict:
     nodes = [n["id"] for n in graph["nodes"]]
     if c == 10:  # now and then, an op that names a node that is not there
         nodes = ["n_missing"]
-    pick = lambda items, k: items[k % len(items)]
+    def pick(items, k):
+        return items[k % len(items)]
+
     word = pick(WORDS, a + c)
     if kind == "create" or not nodes:
         typ = "event" if c % 2 else "character_sheet"

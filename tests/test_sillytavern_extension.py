@@ -160,7 +160,7 @@ def test_a_role_play_session_in_sillytavern(session):
     # 10 turns: one extraction per reply, and the memory goes into the prompt SillyTavern sends
     for turn in range(10):
         upstream.queue.append([reply_text(2 * turn + 2)])
-        step(f"turn {turn + 1}", 1, lambda: ui.send(f"What happens next? ({turn})") or main)
+        step(f"turn {turn + 1}", 1, lambda turn=turn: ui.send(f"What happens next? ({turn})") or main)
     generations = [r for r in upstream.requests if not r.get("tools")]
     prompt = json.dumps(generations[-1]["messages"])
     assert "[Memory" in prompt and "Summary 10" in prompt  # the block, after the story string

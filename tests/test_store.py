@@ -21,26 +21,37 @@ def test_commit_creates_nodes_edges_and_log(memory, chat):
     assert all(op.get("id") for op in record.ops)  # generated ids are in the log, so replays are exact
 
 
-@pytest.mark.parametrize("op, message", [
-    ({"op": "create_node", "type": "faction", "fields": {"name": "x"}}, "unknown type 'faction'"),
-    ({"op": "create_node", "type": "character_sheet", "fields": {"name": "x", "mood": "sad"}}, "unknown field(s) 'mood'"),
-    ({"op": "create_node", "type": "character_sheet", "fields": {"goal": "x"}}, "requires field(s): name"),
-    ({"op": "create_node", "type": "character_sheet", "id": "n_rowan", "fields": {"name": "R2"}}, "already taken"),
-    ({"op": "create_node", "type": "event", "fields": {"summary": "s"}}, "needs a title"),
-    ({"op": "create_node", "type": "character_sheet", "fields": {"name": "x"}, "parent": "n_nope"}, "parent 'n_nope'"),
-    ({"op": "create_node", "type": "character_sheet", "fields": {"name": "x"}, "floor_from": 5, "floor_to": 2},
-     "runs backwards"),
-    ({"op": "create_node", "type": "character_sheet", "fields": {"name": 3}}, "valid string"),
-    ({"op": "create_node", "type": "character_sheet", "fields": {"name": "x"}, "colour": "red"}, "colour"),
-    ({"op": "update_node", "id": "n_nope", "set_fields": {"goal": "x"}}, "node 'n_nope' does not exist"),
-    ({"op": "update_node", "id": "n_rowan", "set_fields": {"mood": "x"}}, "unknown field(s) 'mood'"),
-    ({"op": "update_node", "id": "n_rowan", "clear_fields": ["name"]}, "cannot clear required"),
-    ({"op": "link", "source": "n_rowan", "target": "n_ghost", "relation": "involved_in"}, "target node 'n_ghost'"),
-    ({"op": "link", "source": "n_rowan", "target": "n_ev1", "relation": "loves"}, "unknown relation 'loves'"),
-    ({"op": "link", "source": "n_rowan", "target": "n_rowan", "relation": "related"}, "itself"),
-    ({"op": "unlink", "source": "n_rowan", "target": "n_bridge", "relation": "related"}, "does not exist"),
-    ({"op": "explode", "id": "n_rowan"}, "does not match any of the expected tags"),
-])
+@pytest.mark.parametrize(
+    "op, message",
+    [
+        ({"op": "create_node", "type": "faction", "fields": {"name": "x"}}, "unknown type 'faction'"),
+        (
+            {"op": "create_node", "type": "character_sheet", "fields": {"name": "x", "mood": "sad"}},
+            "unknown field(s) 'mood'",
+        ),
+        ({"op": "create_node", "type": "character_sheet", "fields": {"goal": "x"}}, "requires field(s): name"),
+        ({"op": "create_node", "type": "character_sheet", "id": "n_rowan", "fields": {"name": "R2"}}, "already taken"),
+        ({"op": "create_node", "type": "event", "fields": {"summary": "s"}}, "needs a title"),
+        (
+            {"op": "create_node", "type": "character_sheet", "fields": {"name": "x"}, "parent": "n_nope"},
+            "parent 'n_nope'",
+        ),
+        (
+            {"op": "create_node", "type": "character_sheet", "fields": {"name": "x"}, "floor_from": 5, "floor_to": 2},
+            "runs backwards",
+        ),
+        ({"op": "create_node", "type": "character_sheet", "fields": {"name": 3}}, "valid string"),
+        ({"op": "create_node", "type": "character_sheet", "fields": {"name": "x"}, "colour": "red"}, "colour"),
+        ({"op": "update_node", "id": "n_nope", "set_fields": {"goal": "x"}}, "node 'n_nope' does not exist"),
+        ({"op": "update_node", "id": "n_rowan", "set_fields": {"mood": "x"}}, "unknown field(s) 'mood'"),
+        ({"op": "update_node", "id": "n_rowan", "clear_fields": ["name"]}, "cannot clear required"),
+        ({"op": "link", "source": "n_rowan", "target": "n_ghost", "relation": "involved_in"}, "target node 'n_ghost'"),
+        ({"op": "link", "source": "n_rowan", "target": "n_ev1", "relation": "loves"}, "unknown relation 'loves'"),
+        ({"op": "link", "source": "n_rowan", "target": "n_rowan", "relation": "related"}, "itself"),
+        ({"op": "unlink", "source": "n_rowan", "target": "n_bridge", "relation": "related"}, "does not exist"),
+        ({"op": "explode", "id": "n_rowan"}, "does not match any of the expected tags"),
+    ],
+)
 def test_invalid_ops_are_rejected_and_nothing_is_written(memory, chat, op, message):
     before = snapshot(memory, chat)
     good = {"op": "create_node", "type": "character_sheet", "fields": {"name": "Mira"}}

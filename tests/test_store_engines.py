@@ -63,14 +63,19 @@ def test_an_unreachable_server_is_one_clear_error_without_the_password(tmp_path)
     with pytest.raises(StoreError) as caught:
         Store(tmp_path, store=url)
     message = str(caught.value)
-    assert "s3cret" not in message and f"postgresql://ann:***@127.0.0.1" in message and "cannot open" in message
+    assert "s3cret" not in message and "postgresql://ann:***@127.0.0.1" in message and "cannot open" in message
     assert not (tmp_path / db.DB_FILENAME).exists()  # no SQLite file made instead
 
 
 def test_the_cli_says_so_in_one_line_and_exits_1(tmp_path):
     url = f"postgresql://ann:s3cret@127.0.0.1:{_closed_port()}/mem"
-    proc = subprocess.run([sys.executable, "-m", "curator", "--data", str(tmp_path), "--store", url, "chats"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "curator", "--data", str(tmp_path), "--store", url, "chats"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"},
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and "s3cret" not in proc.stderr + proc.stdout
     assert "postgresql://ann:***@127.0.0.1" in proc.stderr

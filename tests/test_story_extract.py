@@ -176,8 +176,19 @@ def test_events_of_many_regions_still_fold_into_one_timeline(memory):
     from curator.maintenance.compression import plan_batches
 
     memory.create_chat("walk", "default")
-    ops = [{"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i}",
-            "fields": {"summary": f"s{i}"}, "floor_from": i, "floor_to": i, "scope": {"region": f"Vale > Place {i}"}} for i in range(12)]
+    ops = [
+        {
+            "op": "create_node",
+            "id": f"e{i}",
+            "type": "event",
+            "title": f"Summary {i}",
+            "fields": {"summary": f"s{i}"},
+            "floor_from": i,
+            "floor_to": i,
+            "scope": {"region": f"Vale > Place {i}"},
+        }
+        for i in range(12)
+    ]
     ops.append({"op": "create_node", "id": "p0", "type": "event", "title": "Summary p", "fields": {"summary": "p"},
                 "floor_from": 12, "floor_to": 12,
                 "scope": {"layer": "pov", "owner": "Ann", "region": "Vale > Place 0"}})
@@ -195,10 +206,19 @@ def test_the_clock_reads_the_segments_of_every_node_archived_ones_too(memory):
     """`GraphView.story_segments` (what each step's clock reads, without whole nodes) gives what the nodes hold,
     archived ones included, in floor order."""
     memory.create_chat("walk", "default")
-    ops = [{"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i}", "fields": {"summary": f"s{i}"},
-            "floor_from": 9 - i, "floor_to": 9 - i,
-            **({"story_time": {"label": f"day {i}", "segment": f"1893-10-0{i + 1}.0000|scene {i}"}} if i != 2 else {})}
-           for i in range(5)]
+    ops = [
+        {
+            "op": "create_node",
+            "id": f"e{i}",
+            "type": "event",
+            "title": f"Summary {i}",
+            "fields": {"summary": f"s{i}"},
+            "floor_from": 9 - i,
+            "floor_to": 9 - i,
+            **({"story_time": {"label": f"day {i}", "segment": f"1893-10-0{i + 1}.0000|scene {i}"}} if i != 2 else {}),
+        }
+        for i in range(5)
+    ]
     memory.commit("walk", ops, 9, "test")
     memory.commit("walk", [{"op": "archive_node", "id": "e1"}], 9, "test")
     graph = memory.graph("walk")

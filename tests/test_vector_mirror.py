@@ -31,7 +31,7 @@ def test_a_copy_answers_the_exact_nearest_leaving_out_hidden_and_removed_ids():
     hidden = frozenset({"n7", "n8", "absent"})
     found = copy.search(query, 25, hidden)
 
-    truth = {i: v for i, v in zip(ids, _unit(vectors))}
+    truth = dict(zip(ids, _unit(vectors)))
     truth.update(zip(["n6", "new"], _unit(copy.matrix[[copy.row_of["n6"], copy.row_of["new"]]])))
     del truth["n5"]
     scores = {i: float(v @ query / np.linalg.norm(query)) for i, v in truth.items() if i not in hidden}

@@ -207,7 +207,9 @@ def test_an_archived_character_is_written_even_when_the_event_fails_to_embed(mem
 
 def test_a_character_over_the_whole_chat_asks_for_no_messages(memory, monkeypatch):
     index = _reply_chat(memory)
-    memory.store.set_messages_from("road", 6, [Message("assistant", "Mira", f"line {f} of the road") for f in range(6, 40)])
+    memory.store.set_messages_from(
+        "road", 6, [Message("assistant", "Mira", f"line {f} of the road") for f in range(6, 40)]
+    )
     index.sync("road")
     asked = []
     original = type(index).message_lines

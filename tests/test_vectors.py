@@ -14,8 +14,16 @@ from curator.vectors.embeddings import EmbeddingProfile, make_embedder
 from curator.vectors.index import VectorIndex, node_document
 
 FACTS = {
-    "n_debt": ("event", "Summary 1", {"summary": "Rowan gave Eileen his last healing salve; she swore to repay the debt."}),
-    "n_toll": ("event", "Summary 2", {"summary": "Captain Brannoch demanded a toll of three silver crowns at the bridge."}),
+    "n_debt": (
+        "event",
+        "Summary 1",
+        {"summary": "Rowan gave Eileen his last healing salve; she swore to repay the debt."},
+    ),
+    "n_toll": (
+        "event",
+        "Summary 2",
+        {"summary": "Captain Brannoch demanded a toll of three silver crowns at the bridge."},
+    ),
     "n_fish": ("event", "Summary 3", {"summary": "Mira caught two silver fish in the river at dawn."}),
     "n_mira": ("character_sheet", None, {"name": "Mira", "identity": "a young courier"}),
 }

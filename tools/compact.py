@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,7 +52,7 @@ def candidate_groups(ws: Workspace, spec: TypeSpec, depth: int) -> tuple[list[li
     return groups, len(nodes), f"{len(nodes)} node(s) at depth {depth}: {len(groups)} group(s) of {c.fan_in}"
 
 
-def memory_compaction_candidates(ws: Workspace, type: str, depth: int = 0, limit: int = 10) -> dict:
+def memory_compaction_candidates(ws: Workspace, type: str, depth: int = 0, limit: int = 10) -> dict[str, Any]:
     """Groups of nodes of a compressed type that are due to be folded at one depth (0 = leaves): consecutive
     unfolded nodes, `fan_in` at a time, once there are `threshold` of them (the newest leaves stay out). The
     oldest `limit` groups are shown. Decide them with memory_compact_nodes, call this again until no group is
@@ -62,7 +62,7 @@ def memory_compaction_candidates(ws: Workspace, type: str, depth: int = 0, limit
         raise ToolError("depth must be >= 0")
     groups, count, why = candidate_groups(ws, spec, depth)
     c = spec.compression
-    shown = [[ws.graph.get(i) for i in group] for group in groups[:max(1, min(limit, 50))]]
+    shown = [[ws.node(i) for i in group] for group in groups[:max(1, min(limit, 50))]]
     return {"type": type, "depth": depth, "nodes_at_depth": count, "why": why, "groups_waiting": len(groups),
             "settings": {"fan_in": c.fan_in, "threshold": c.threshold, "keep_recent_leaves": c.keep_recent_leaves,
                          "max_depth": c.max_depth},
@@ -86,7 +86,7 @@ class CompactGroup(BaseModel):
     title: str | None = Field(default=None, description="FOLD only: a title for the summary (optional)")
 
 
-def summary_limits(level: int, children: int, children_chars: int) -> dict:
+def summary_limits(level: int, children: int, children_chars: int) -> dict[str, Any]:
     """How long a summary at `level` may be: fewer lines and characters the higher it sits."""
     if level <= 1:
         lines, share = max(5, math.ceil(children / 2)), 0.5
@@ -97,7 +97,7 @@ def summary_limits(level: int, children: int, children_chars: int) -> dict:
     return {"max_lines": lines, "max_chars": max(MIN_SUMMARY_CHARS, int(share * children_chars))}
 
 
-def memory_compact_nodes(ws: Workspace, type: str, groups: list[CompactGroup]) -> dict:
+def memory_compact_nodes(ws: Workspace, type: str, groups: list[CompactGroup]) -> dict[str, Any]:
     """Decide groups of unfolded nodes of a compressed type. FOLD writes one summary node a level above the
     group (keep irreversible milestones, fold same-kind actions into one line, drop routine steps; shorter the
     higher it sits) and archives the group under it; KEEP leaves a milestone as it is (lifted a level, so it is
@@ -106,7 +106,7 @@ def memory_compact_nodes(ws: Workspace, type: str, groups: list[CompactGroup]) -
     if not groups:
         raise ToolError("groups is empty", "Give at least one {decision, node_ids} group.")
     seen: set[str] = set()
-    ops: list[dict] = []
+    ops: list[dict[str, Any]] = []
     numbers = _Numbers(ws, spec)
     report = []
     for index, group in enumerate(groups):
@@ -139,7 +139,7 @@ def memory_compact_nodes(ws: Workspace, type: str, groups: list[CompactGroup]) -
 
 
 def _fold(ws: Workspace, spec: TypeSpec, nodes: list[Node], group: CompactGroup, where: str,
-          numbers: _Numbers) -> tuple[dict, int]:
+          numbers: _Numbers) -> tuple[dict[str, Any], int]:
     if len(nodes) < 2:
         raise ToolError(f"{where}: FOLD needs at least 2 nodes", "KEEP or DROP a single node instead.")
     level = max(n.level for n in nodes) + 1
@@ -168,7 +168,7 @@ def _text_field(spec: TypeSpec) -> str:
 class _Numbers:
     """Titles for summaries from the type's template ("Summary {n}", numbered on from the highest used)."""
 
-    def __init__(self, ws: Workspace, spec: TypeSpec):
+    def __init__(self, ws: Workspace, spec: TypeSpec) -> None:
         self.template = spec.title_template if spec.title_template and "{n}" in spec.title_template else None
         self.next = 1
         if self.template:

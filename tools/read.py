@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from types import SimpleNamespace
+from typing import Any, cast
 
 from curator.vectors.documents import node_document
 from curator.store.graph import Node
@@ -17,7 +18,7 @@ BRIEF_CHARS = 160
 MAX_LIST = 200
 
 
-def brief(node: Node, ws: Workspace, chars: int = BRIEF_CHARS) -> dict:
+def brief(node: Node, ws: Workspace, chars: int = BRIEF_CHARS) -> dict[str, Any]:
     """A node in one small mapping: id, type, title, level, floors and the start of its text."""
     text = " ".join(node_document(node, ws.schema).split())
     out = {"id": node.id, "type": node.type, "title": node.title, "level": node.level,
@@ -35,7 +36,7 @@ def _check_types(ws: Workspace, types: list[str] | None) -> list[str] | None:
     return types or None
 
 
-def memory_schema(ws: Workspace) -> dict:
+def memory_schema(ws: Workspace) -> dict[str, Any]:
     """The chat's memory schema: every node type with its fields (required ones marked), identity policy and
     compression settings, which types you may write this run, and the relations links may use."""
     types = {}
@@ -55,17 +56,19 @@ def memory_schema(ws: Workspace) -> dict:
 
 
 def memory_list_candidates(ws: Workspace, types: list[str] | None = None, exclude_recent_floors: int = 0,
-                           limit: int = 30) -> dict:
+                           limit: int = 30) -> dict[str, Any]:
     """Active top-level nodes (summaries stand for the nodes folded into them), newest first, as brief lines.
     `types` narrows to some types; `exclude_recent_floors` leaves out nodes that reach into the last N floors."""
     types = _check_types(ws, types) or list(ws.schema.types)
     limit = max(1, min(limit, MAX_LIST))
     total, ids = ws.graph.top_level(types, ws.latest_floor - max(0, exclude_recent_floors)
                                     if exclude_recent_floors > 0 else 2 ** 62, limit)
-    return {"total": total, "nodes": [brief(ws.graph.get(i), ws) for i in ids]}
+    return {"total": total, "nodes": [brief(ws.node(i), ws) for i in ids]}
 
 
-def memory_edge_summary(ws: Workspace, node_id: str, relations: list[str] | None = None, limit: int = 8) -> dict:
+def memory_edge_summary(
+    ws: Workspace, node_id: str, relations: list[str] | None = None, limit: int = 8
+) -> dict[str, Any]:
     """The links of one node: how many, how many per relation, and up to `limit` neighbours (relation,
     direction, id, title, type)."""
     ws.node(node_id)
@@ -80,7 +83,9 @@ def memory_edge_summary(ws: Workspace, node_id: str, relations: list[str] | None
     return {"degree": len(edges), "by_relation": dict(Counter(e.relation for e in edges)), "neighbours": samples}
 
 
-def memory_node_brief(ws: Workspace, node_id: str, include_edge_summary: bool = True, edge_limit: int = 8) -> dict:
+def memory_node_brief(
+    ws: Workspace, node_id: str, include_edge_summary: bool = True, edge_limit: int = 8
+) -> dict[str, Any]:
     """Everything about one node: all its fields, floor range, level, importance, whether it is archived, its
     parent summary and its children, and (by default) a summary of its links."""
     node = ws.node(node_id)
@@ -95,8 +100,15 @@ def memory_node_brief(ws: Workspace, node_id: str, include_edge_summary: bool = 
     return out
 
 
-def memory_expand_seeds(ws: Workspace, seed_ids: list[str], hops: int = 1, relations: list[str] | None = None,
-                        include_children: bool = True, include_archived: bool = False, limit: int = 40) -> dict:
+def memory_expand_seeds(
+    ws: Workspace,
+    seed_ids: list[str],
+    hops: int = 1,
+    relations: list[str] | None = None,
+    include_children: bool = True,
+    include_archived: bool = False,
+    limit: int = 40,
+) -> dict[str, Any]:
     """Walk the graph from `seed_ids` up to `hops` links away (optionally only along `relations`), with the
     children of each node reached when `include_children`. Returns each node found, with how it was reached."""
     if not seed_ids:
@@ -105,7 +117,7 @@ def memory_expand_seeds(ws: Workspace, seed_ids: list[str], hops: int = 1, relat
         ws.node(seed)
     hops = max(0, min(hops, 3))
     graph = ws.graph
-    seen: dict[str, dict] = {}
+    seen: dict[str, dict[str, Any]] = {}
     queue = deque((seed, 0) for seed in seed_ids)
     visited = set(seed_ids)
     while queue and len(seen) < limit:
@@ -130,7 +142,7 @@ def memory_expand_seeds(ws: Workspace, seed_ids: list[str], hops: int = 1, relat
     return {"found": len(seen), "nodes": list(seen.values())}
 
 
-def memory_keyword_search(ws: Workspace, query: str, types: list[str] | None = None, k: int = 10) -> dict:
+def memory_keyword_search(ws: Workspace, query: str, types: list[str] | None = None, k: int = 10) -> dict[str, Any]:
     """Active nodes whose text shares words with `query` (BM25; Chinese and Japanese text work too), best first."""
     types = _check_types(ws, types)
     if not query.strip():
@@ -142,8 +154,9 @@ def memory_keyword_search(ws: Workspace, query: str, types: list[str] | None = N
     built, rows, bm25 = ws.caches["bm25"]
     changed = {i for i, v in ws.touched.items() if v > built}
     k = max(1, min(k, 50))
-    hits = [(ws.graph.get(rows[i].id), s) for i, s in bm25.top(query, 10 * k + len(changed))
-            if rows[i].id not in changed and (not types or rows[i].type in types)][:k]
+    hits = [(node, s) for i, s in bm25.top(query, 10 * k + len(changed))
+            if rows[i].id not in changed and (not types or rows[i].type in types)
+            and (node := ws.graph.get(rows[i].id)) is not None][:k]
     for node_id in changed:
         node = ws.graph.get(node_id)
         if node is not None and not node.archived and (not types or node.type in types):
@@ -155,10 +168,11 @@ def memory_keyword_search(ws: Workspace, query: str, types: list[str] | None = N
 
 
 def _text(node: Node | SimpleNamespace, ws: Workspace) -> str:
-    return f"{node.title}\n{node_document(node, ws.schema)}"
+    # a row read for the keyword index has the type, title and fields node_document reads, as a Node has
+    return f"{node.title}\n{node_document(cast(Node, node), ws.schema)}"
 
 
-def memory_vector_search(ws: Workspace, query: str, types: list[str] | None = None, k: int = 10) -> dict:
+def memory_vector_search(ws: Workspace, query: str, types: list[str] | None = None, k: int = 10) -> dict[str, Any]:
     """Nodes whose meaning is closest to `query` (vector index of the committed graph; nodes staged in this run
     are not in it yet), best first."""
     types = _check_types(ws, types)
@@ -174,7 +188,7 @@ def memory_vector_search(ws: Workspace, query: str, types: list[str] | None = No
     return {"nodes": out}
 
 
-def memory_find_by_name(ws: Workspace, name: str, types: list[str] | None = None) -> dict:
+def memory_find_by_name(ws: Workspace, name: str, types: list[str] | None = None) -> dict[str, Any]:
     """Nodes named `name` by title, primary key or alias (case and spacing ignored); when none match exactly,
     nodes where it appears inside one of those names. Call this before creating any named entity."""
     types = _check_types(ws, types)
@@ -186,7 +200,7 @@ def memory_find_by_name(ws: Workspace, name: str, types: list[str] | None = None
 
 
 def memory_timeline(ws: Workspace, floor_from: int = 0, floor_to: int | None = None, types: list[str] | None = None,
-                    include_archived: bool = False, limit: int = 40) -> dict:
+                    include_archived: bool = False, limit: int = 40) -> dict[str, Any]:
     """Nodes whose floor range overlaps [floor_from, floor_to], in story order (archived ones on request)."""
     types = _check_types(ws, types)
     if floor_to is not None and floor_to < floor_from:

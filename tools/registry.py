@@ -46,7 +46,7 @@ def from_function(function: Callable[..., Any], writes: bool = False) -> ToolSpe
     return ToolSpec(function.__name__, inspect.getdoc(function) or function.__name__, model, run, writes)
 
 
-def invoke(spec: ToolSpec, ws: Workspace, raw: dict) -> Any:
+def invoke(spec: ToolSpec, ws: Workspace, raw: dict[str, Any]) -> Any:
     """Validate `raw` arguments, run the tool and record the call on the workspace. Errors come back as
     {"error": ..., "hint": ...}, so the model can correct itself."""
     started = time.perf_counter()
@@ -81,7 +81,7 @@ def describe_validation(spec: ToolSpec, exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
-def _allowed(model: type[BaseModel], path: list) -> list[str]:
+def _allowed(model: type[BaseModel], path: list[Any]) -> list[str]:
     for name in path:
         field = model.model_fields.get(name)
         nested = _model_in(field.annotation) if field else None

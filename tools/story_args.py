@@ -8,6 +8,7 @@ from typing import Any
 from curator.schemas import Schema, TypeSpec
 from curator.store.story_time import KNOWS, STORY_FIELDS, StoryClock, StoryInputError, region_path, story_fields
 
+from curator.store.graph import Node
 from curator.tools.workspace import ToolError, Workspace
 
 
@@ -16,7 +17,7 @@ def story_args(schema: Schema, spec: TypeSpec) -> dict[str, Any]:
     return story_fields(schema.relation(KNOWS) is not None, described=True) if spec.story else {}
 
 
-def story_ops(ws: Workspace, spec: TypeSpec, given: Any, op: dict) -> list[dict]:
+def story_ops(ws: Workspace, spec: TypeSpec, given: Any, op: dict[str, Any]) -> list[dict[str, Any]]:
     """Put scope/story_time on `op` (a create or update) from the tool's arguments; return the `knows` links to
     stage after it (their target is filled in by the caller once the node id is known: key `target` = None)."""
     if not spec.story:
@@ -35,7 +36,7 @@ def story_ops(ws: Workspace, spec: TypeSpec, given: Any, op: dict) -> list[dict]
     if story is not None:
         op["story_time"] = story
     if owner is not None or region is not None:
-        current = ws.graph.get(op["id"]).scope if op["op"] == "update_node" else {}
+        current = ws.node(op["id"]).scope if op["op"] == "update_node" else {}
         owner = owner or current.get("owner")  # an edit changes only what it gives
         op["scope"] = {"layer": "pov" if owner else "objective", "owner": owner,
                        "region": region or current.get("region")}
@@ -47,7 +48,7 @@ def story_ops(ws: Workspace, spec: TypeSpec, given: Any, op: dict) -> list[dict]
     return links
 
 
-def _character(ws: Workspace, name: str, what: str):
+def _character(ws: Workspace, name: str, what: str) -> Node:
     node = ws.graph.get(name.strip())
     if node is not None:
         return node

@@ -5,19 +5,20 @@ commit. A run that fails or is a dry run simply throws the copy away."""
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
+from curator.store.db import Connection
 from curator.errors import CuratorError, OpError
 from curator.store.commit_log import last_floor
 from curator.store.ops import parse_ops
 from curator.store.queries import GraphView
 from curator.store.scratch import apply_ops, copy_graph
 from curator.store.store import Store
-from curator.schemas import Schema
+from curator.schemas import Schema, TypeSpec
+from curator.store.graph import Node
 
 
 class ToolError(CuratorError):
@@ -29,12 +30,12 @@ class ToolCall:
     """One tool call of a run, as the trace shows it."""
 
     name: str
-    args: dict
+    args: dict[str, Any]
     result: Any
     ok: bool
     ms: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"tool": self.name, "args": self.args, "ok": self.ok, "ms": round(self.ms, 3), "result": self.result}
 
 
@@ -45,17 +46,17 @@ class Workspace:
     store: Store
     chat_id: str
     schema: Schema
-    conn: sqlite3.Connection
+    conn: Connection
     anchor: int  # the floor this run curates; staged ops are anchored here
     seq: int  # the cadence step: a type is active when seq % extract_every == 0
     active_types: list[str]
     latest_floor: int
     index: Any = None  # a curator.vectors.index.VectorIndex, when the chat has one
-    staged: list[dict] = field(default_factory=list)
+    staged: list[dict[str, Any]] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     version: int = 0  # bumped by every staged write (read caches key on it)
     touched: dict[str, int] = field(default_factory=dict)  # node id -> the version that last changed it
-    caches: dict = field(default_factory=dict)
+    caches: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def open(cls, store: Store, chat_id: str, anchor: int, seq: int, active_types: list[str],
@@ -72,7 +73,7 @@ class Workspace:
         """Read-only queries over the staged copy (what the store would hold if the run committed now)."""
         return GraphView(self.conn, self.chat_id)
 
-    def stage(self, ops: list[dict]) -> list[dict]:
+    def stage(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Apply `ops` to the copy, all or nothing, and keep them for the run's commit. Raises OpError (for the
         model to read) when an op is invalid; the copy is then as it was. Returns the ops with ids filled in."""
         try:
@@ -88,14 +89,14 @@ class Workspace:
                 self.touched[node_id] = self.version
         return done
 
-    def spec(self, type_name: str):
+    def spec(self, type_name: str) -> TypeSpec:
         spec = self.schema.type(type_name)
         if spec is None:
             raise ToolError(f"unknown type {type_name!r}; this chat's types are: {', '.join(self.schema.types)}",
                             "Call memory_schema to see the types and their fields.")
         return spec
 
-    def node(self, node_id: str, type_name: str | None = None, *, active: bool = False):
+    def node(self, node_id: str, type_name: str | None = None, *, active: bool = False) -> Node:
         node = self.graph.get(node_id)
         if node is None:
             raise ToolError(f"node {node_id!r} does not exist",

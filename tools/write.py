@@ -5,11 +5,13 @@ delete over the schema's relation vocabulary and the compaction tool. Every writ
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from curator.store.graph import split_aliases
+from curator.store.queries import GraphView
 from curator.schemas import Schema, TypeSpec
 
 from curator.tools.compact import memory_compact_nodes
@@ -59,15 +61,15 @@ def _create_tool(spec: TypeSpec, schema: Schema) -> ToolSpec:
     description = (f"Create a {spec.name} node. {spec.description} {policy[spec.identity]}"
                    + (f" Rules: {spec.extraction_instructions}" if spec.extraction_instructions else ""))
 
-    def run(ws: Workspace, given: BaseModel) -> dict:
+    def run(ws: Workspace, given: BaseModel) -> dict[str, Any]:
         values = {k: v.strip() for k, v in given.model_dump().items()
                   if k in spec.field_names and isinstance(v, str) and v.strip()}
-        missing = [f for f in spec.field_names if (spec.field(f).required or f in spec.primary_key)
-                   and f not in values]
+        missing = [f for f in spec.field_names
+                   if (f in spec.required_fields or f in spec.primary_key) and f not in values]
         if missing:
             raise ToolError(f"create_{spec.name} needs non-empty {', '.join(missing)}")
         if spec.identity != "event":
-            _refuse_duplicate(ws, spec, values)
+            refuse_duplicate(ws.graph, spec, values)
         title = getattr(given, "title", None) if "title" not in spec.field_names else None
         op: dict[str, Any] = {"op": "create_node", "type": spec.name, "fields": values,
                               "importance": getattr(given, "importance", 5.0)}
@@ -79,16 +81,17 @@ def _create_tool(spec: TypeSpec, schema: Schema) -> ToolSpec:
         [done] = ws.stage([op])
         if knows:
             ws.stage([{**link, "target": done["id"]} for link in knows])
-        return {"ok": True, "id": done["id"], "title": ws.graph.get(done["id"]).title}
+        return {"ok": True, "id": done["id"], "title": ws.node(done["id"]).title}
 
     return ToolSpec(f"create_{spec.name}", description.strip(), model, run, writes=True)
 
 
-def _refuse_duplicate(ws: Workspace, spec: TypeSpec, values: dict[str, str]) -> None:
+def refuse_duplicate(graph: GraphView, spec: TypeSpec, values: dict[str, str]) -> None:
+    """The identity rule of entities: no second node of a type under a name (or alias) one already has."""
     names = [values[k] for k in spec.primary_key if values.get(k)]
     names += [a for f in spec.alias_fields for a in split_aliases(values.get(f, ""))]
     for name in names:
-        for node in ws.graph.find_by_name(name, [spec.name]):
+        for node in graph.find_by_name(name, [spec.name]):
             raise ToolError(f"a {spec.name} named {name!r} exists already: {node.id} ({node.title!r})",
                             f"Edit it with edit_{spec.name}(node_id={node.id!r}, set_fields=...) instead of "
                             "creating a duplicate.")
@@ -105,20 +108,25 @@ def _default_title(ws: Workspace, spec: TypeSpec, values: dict[str, str]) -> str
     return first if len(first) <= 80 else first[:79] + "…"
 
 
+def _literal(values: Sequence[str]) -> Any:
+    """`Literal[...]` of values known only at run time (a schema's field names, its relations)."""
+    return cast(Any, Literal)[tuple(values)]
+
+
 def _edit_tool(spec: TypeSpec, schema: Schema) -> ToolSpec:
     fields_model = create_model(f"{spec.name}_fields", __config__=_STRICT, **_field_args(spec, all_optional=True))
-    names = Literal[spec.field_names]  # type: ignore[valid-type]
+    names = _literal(spec.field_names)
     model = create_model(
         f"edit_{spec.name}_args", __config__=_STRICT,
         node_id=(str, Field(description=f"the id of the {spec.name} node to change")),
         set_fields=(fields_model | None, Field(default=None, description="fields to set (only these change)")),
-        clear_fields=(list[names], Field(default_factory=list, description="optional fields to empty")),
+        clear_fields=(cast(Any, list)[names], Field(default_factory=list, description="optional fields to empty")),
         title=(str | None, Field(default=None, description="a new title")),
         importance=(float | None, Field(default=None, ge=0, le=10, description="a new importance, 0-10")),
         **story_args(schema, spec),
     )
 
-    def run(ws: Workspace, given: Any) -> dict:
+    def run(ws: Workspace, given: Any) -> dict[str, Any]:
         node = ws.node(given.node_id, spec.name)
         changes = {k: v.strip() for k, v in (given.set_fields.model_dump() if given.set_fields else {}).items()
                    if isinstance(v, str) and v.strip()}
@@ -147,7 +155,7 @@ def _delete_tool(spec: TypeSpec) -> ToolSpec:
     model = create_model(f"delete_{spec.name}_args", __config__=_STRICT,
                          node_id=(str, Field(description=f"the id of the {spec.name} node to delete")))
 
-    def run(ws: Workspace, given: Any) -> dict:
+    def run(ws: Workspace, given: Any) -> dict[str, Any]:
         node = ws.node(given.node_id, spec.name)
         ws.stage([{"op": "delete_node", "id": node.id}])
         return {"ok": True, "deleted": node.id, "title": node.title}
@@ -157,13 +165,13 @@ def _delete_tool(spec: TypeSpec) -> ToolSpec:
 
 
 def _link_tools(relations: list[str]) -> list[ToolSpec]:
-    relation = Literal[tuple(relations)]  # type: ignore[valid-type]
+    relation = _literal(relations)
 
     class LinkArg(BaseModel):
         model_config = _STRICT
         source: str = Field(description="node id")
         target: str = Field(description="node id")
-        relation: relation  # type: ignore[valid-type]
+        relation: relation  # type: ignore[valid-type]  # a Literal made at run time
         strength: float = Field(default=0.8, ge=0, le=1)
 
     upsert_model = create_model("memory_link_upsert_args", __config__=_STRICT,
@@ -171,7 +179,7 @@ def _link_tools(relations: list[str]) -> list[ToolSpec]:
     delete_model = create_model("memory_link_delete_args", __config__=_STRICT, source=(str, ...),
                                 target=(str, ...), relation=(relation, ...))
 
-    def upsert(ws: Workspace, given: Any) -> dict:
+    def upsert(ws: Workspace, given: Any) -> dict[str, Any]:
         ops = [{"op": "link", "source": link.source, "target": link.target, "relation": link.relation,
                 "strength": link.strength, "valid_from": ws.anchor} for link in given.links]
         for link in given.links:
@@ -180,7 +188,7 @@ def _link_tools(relations: list[str]) -> list[ToolSpec]:
         done = ws.stage(ops)
         return {"ok": True, "edges": [op["id"] for op in done]}
 
-    def delete(ws: Workspace, given: Any) -> dict:
+    def delete(ws: Workspace, given: Any) -> dict[str, Any]:
         ws.stage([{"op": "unlink", "source": given.source, "target": given.target, "relation": given.relation}])
         return {"ok": True}
 

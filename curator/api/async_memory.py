@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from curator.store.store import Chat, CommitRecord, RollbackResult, Store, UndoResult
     from curator.store.trash import TrashBatch
     from curator.sync.history import HistoryReport
-    from curator.vectors.index import SyncReport
+    from curator.vectors.writes import SyncReport
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -54,7 +54,7 @@ class AsyncMemory:
     may share one state (`Memory.aio`)."""
 
     def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None,
-                 store: str | None = None, *, core: MemoryCore | None = None):
+                 store: str | None = None, *, core: MemoryCore | None = None) -> None:
         # store: a PostgreSQL URL (default: $CURATOR_STORE, `store:` in config.yaml, else SQLite in data_dir)
         self._core = core if core is not None else MemoryCore(data_dir, settings, store)
 

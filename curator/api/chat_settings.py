@@ -33,7 +33,7 @@ def partial(model: type[BaseModel]) -> type[BaseModel]:
         return found
     fields: dict[str, Any] = {}
     for name, info in model.model_fields.items():
-        annotation = info.annotation
+        annotation: Any = info.annotation  # a type form: a class, a union, an Annotated[...]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             annotation = partial(annotation)
         elif info.metadata:
@@ -84,7 +84,7 @@ class GlobalSettingsPatch(BaseModel):
     planner: PlannerPatch | None = None  # type: ignore[valid-type]
 
 
-def merge_patch(target: dict, patch: dict) -> dict:
+def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """RFC 7396: `patch` applied to a copy of `target` (null removes, objects merge, anything else replaces)."""
     out = copy.deepcopy(target)
     for key, value in patch.items():
@@ -103,7 +103,7 @@ def merge_patch(target: dict, patch: dict) -> dict:
     return out
 
 
-def patch_dict(patch: ChatSettingsPatch | dict) -> dict:
+def patch_dict(patch: ChatSettingsPatch | dict[str, Any]) -> dict[str, Any]:
     """The fields a patch gives (explicit nulls kept: they remove overrides), validated."""
     if isinstance(patch, dict):
         try:
@@ -113,8 +113,8 @@ def patch_dict(patch: ChatSettingsPatch | dict) -> dict:
     return patch.model_dump(exclude_unset=True, mode="json")
 
 
-def apply(settings: Settings, overrides: dict, patch: ChatSettingsPatch | dict | None = None,
-          replace: bool = False) -> dict:
+def apply(settings: Settings, overrides: dict[str, Any], patch: ChatSettingsPatch | dict[str, Any] | None = None,
+          replace: bool = False) -> dict[str, Any]:
     """The chat's overrides after `patch` (or replaced by it), checked against `settings` (the global ones):
     raises CuratorError naming the setting when the result would not be valid. Keys this module does not own
     (another front end's, e.g. a chat's own `model`) are kept as they are."""
@@ -134,7 +134,7 @@ def apply(settings: Settings, overrides: dict, patch: ChatSettingsPatch | dict |
     return {**others, **result}
 
 
-def effective(settings: Settings, overrides: dict) -> dict:
+def effective(settings: Settings, overrides: dict[str, Any]) -> dict[str, Any]:
     """The settings a chat runs with, per section (its overrides over the global ones)."""
     try:
         chat = settings.for_chat(overrides)
@@ -151,20 +151,20 @@ def _invalid(exc: ValidationError) -> CuratorError:
                         "`curator settings show` (or the panel's Settings tab) lists the settings.")
 
 
-def fields() -> list[dict]:
+def fields() -> list[dict[str, Any]]:
     """Every setting a chat (or config.yaml) may set, flat, for forms: path, type, choices, bounds, default,
     description. Nested settings models are walked; other objects (a rerank profile) are `object`."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for section, model in SECTIONS.items():
         _walk(model, section, model(), out)
     return out
 
 
-def _walk(model: type[BaseModel], prefix: str, default: BaseModel, out: list[dict]) -> None:
+def _walk(model: type[BaseModel], prefix: str, default: BaseModel, out: list[dict[str, Any]]) -> None:
     for name, info in model.model_fields.items():
         path = f"{prefix}.{name}"
         value = getattr(default, name)
-        annotation = info.annotation
+        annotation: Any = info.annotation  # a type form: a class, a union, an Annotated[...]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             _walk(annotation, path, value, out)
             continue
@@ -187,7 +187,7 @@ def _json(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _choices(annotation: Any) -> list | None:
+def _choices(annotation: Any) -> list[Any] | None:
     if get_origin(annotation) is not None and str(get_origin(annotation)).endswith("Literal"):
         return list(get_args(annotation))
     for arg in get_args(annotation):

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from curator.api.settings_ops import SettingsOps
 from curator.api.story_ops import StoryOps
@@ -31,7 +31,7 @@ from curator.llm.access import NO_MODELS, Models
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-    from curator.extract.channel import ChannelWriter
+    from curator.extract.channel import AfterExtraction, AfterFloor, ChannelWriter
     from curator.extract.extractor import ExtractionResult
     from curator.extract.ingest import IngestReport
     from curator.settings import RecallSettings, Settings
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from curator.maintenance import Maintainer, MaintenanceReport
     from curator.recall.engine import Recaller
     from curator.sync.history import HistoryReport, HistorySync
-    from curator.vectors.index import SyncReport, VectorIndex
+    from curator.vectors.index import VectorIndex
+    from curator.vectors.writes import SyncReport
     from curator.store.forks import ForkResult
 
 
@@ -66,12 +67,12 @@ class MemoryCore(SettingsOps, StoryOps):
     settings and prompts ones in `settings_ops.py`, the story and orchestrator ones in `story_ops.py`)."""
 
     def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None,
-                 store: str | None = None):
+                 store: str | None = None) -> None:
         # store: a PostgreSQL URL (default: $CURATOR_STORE, `store:` in config.yaml, else SQLite in data_dir)
         self.store = Store(resolve_data_dir(data_dir), store=store)
         self._settings: Settings | None = None
         self._settings_given = settings is not None  # given settings are never replaced by config.yaml's
-        self._config_stamp: tuple | None = None  # config.yaml's (mtime, size) when read
+        self._config_stamp: tuple[int, int] | None = None  # config.yaml's (mtime, size) when read
         self._config_checked = 0.0
         self._index: VectorIndex | None = None
         self._recaller: Recaller | None = None
@@ -89,11 +90,11 @@ class MemoryCore(SettingsOps, StoryOps):
         file changes (the panel, `curator settings`, an editor; looked at once a second at most), so every process
         over the data directory follows it; what is read at start (embedder, vector server, store) stays."""
         if self._settings is None:
-            self._reload_settings()
-        elif not self._settings_given and time.monotonic() - self._config_checked > 1.0:
+            return self._reload_settings()
+        if not self._settings_given and time.monotonic() - self._config_checked > 1.0:
             self._config_checked = time.monotonic()
             if self._stamp() != self._config_stamp:
-                self._reload_settings()
+                return self._reload_settings()
         return self._settings
 
     @settings.setter
@@ -120,7 +121,9 @@ class MemoryCore(SettingsOps, StoryOps):
         self.store.close()
 
     # chats
-    def create_chat(self, chat_id: str, schema: Schema | str | Path = "default", settings: dict | None = None) -> Chat:
+    def create_chat(
+        self, chat_id: str, schema: Schema | str | Path = "default", settings: dict[str, Any] | None = None
+    ) -> Chat:
         """Create a chat using a schema object, a preset name or a schema file path."""
         if not isinstance(schema, Schema):
             schema = load_schema(schema)
@@ -152,7 +155,9 @@ class MemoryCore(SettingsOps, StoryOps):
         return len(messages)
 
     # the commit log
-    def commit(self, chat_id: str, ops: list, anchor_floor: int, origin: str = "manual", note: str = "") -> CommitRecord:
+    def commit(
+        self, chat_id: str, ops: list[Any], anchor_floor: int, origin: str = "manual", note: str = ""
+    ) -> CommitRecord:
         return self.store.commit(chat_id, ops, anchor_floor, origin, note)
 
     def rollback(self, chat_id: str, floor: int, reason: str = "rollback", detail: str = "") -> RollbackResult:
@@ -199,7 +204,7 @@ class MemoryCore(SettingsOps, StoryOps):
         scheduled = self._after_step(models)
         compress = self._compress_after(models)
 
-        async def after_step(result: ExtractionResult) -> list:
+        async def after_step(result: ExtractionResult) -> list[Any]:
             return [*(await scheduled(result) if scheduled else []),
                     *(await compress(chat_id, result.floor) if compress else [])]
 
@@ -215,7 +220,7 @@ class MemoryCore(SettingsOps, StoryOps):
         return results
 
     async def ingest(self, chat_id: str, path: str | Path, schema: Schema | str = "default",
-                     model: Model | None = None, on_step: Callable | None = None, limit: int | None = None, *,
+                     model: Model | None = None, on_step: Callable[..., Any] | None = None, limit: int | None = None, *,
                      models: Models | None = None) -> IngestReport:
         """Replay a chat file into memory, extracting floor by floor; a rerun continues where it stopped.
         The chat's `extraction.channel` says whether the extractor, the curator agent or both write; after each
@@ -236,10 +241,10 @@ class MemoryCore(SettingsOps, StoryOps):
                              curator_index=lambda: self._curator_index_for(),
                              after_extraction=self._after_step(models), after_floor=self._compress_after(models))
 
-    def _curator_index_for(self):
+    def _curator_index_for(self) -> VectorIndex | None:
         return self.index if indexed_profile(self.store) is not None else None
 
-    def _compress_after(self, models: Models):
+    def _compress_after(self, models: Models) -> AfterFloor | None:
         """Compression in the pipeline (`curator/maintenance/pipeline.py`): after a floor's commits, the types
         over their threshold are compressed in the same job with the `summarize` model. With models given but no
         `summarize` one it does not run (a model given for one task is never reused for another, nor is the
@@ -252,13 +257,13 @@ class MemoryCore(SettingsOps, StoryOps):
 
         failures = self._compress_failures
 
-        async def run(chat_id: str, floor: int) -> list:
+        async def run(chat_id: str, floor: int) -> list[MaintenanceReport]:
             report = await compress_due(maintainer, chat_id, floor, failures)
             return [report] if report is not None else []
 
         return run
 
-    def usage(self, chat_id: str) -> dict:
+    def usage(self, chat_id: str) -> dict[str, Any]:
         """LLM calls, tokens and latency of a chat, per task and in all, and the failed extraction steps."""
         from curator.llm.usage import extraction_failures, usage_totals
 
@@ -273,8 +278,12 @@ class MemoryCore(SettingsOps, StoryOps):
         if self._index is None:
             from curator.vectors.index import VectorIndex
 
-            self._index = VectorIndex(self.store, self.settings.embedding, self.settings.vectors_url)
-            self.store.on_change.append(lambda chat_id: self._index.sync(chat_id))
+            index = self._index = VectorIndex(self.store, self.settings.embedding, self.settings.vectors_url)
+
+            def follow(chat_id: str) -> None:
+                index.sync(chat_id)
+
+            self.store.on_change.append(follow)
         return self._index
 
     def rebuild_vectors(self, chat_id: str, full: bool = False, floors: tuple[int, int] | None = None,
@@ -284,7 +293,7 @@ class MemoryCore(SettingsOps, StoryOps):
         return self.index.sync(chat_id, full=full, floors=floors, progress=progress)
 
     def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
-               messages: list[Message] | None = None, **options) -> Injection:
+               messages: list[Message] | None = None, **options: Any) -> Injection:
         """The injection for the next generation: persistent and recalled memory within the token budget.
         Give `user_floor` (the floor of the user message being answered) to reuse the result on a swipe, and
         `messages` (the recent turns, the message answered last) to build the query from the conversation.
@@ -307,7 +316,7 @@ class MemoryCore(SettingsOps, StoryOps):
         """The recall settings of a chat: its own over config.yaml's."""
         return self.settings.for_chat(self.store.chat(chat_id).settings).recall
 
-    def world_info(self, chat_id: str) -> dict:
+    def world_info(self, chat_id: str) -> dict[str, Any]:
         """The chat's memory as a SillyTavern World Info (lorebook) file."""
         from curator.recall.worldinfo import export_world_info
 
@@ -317,7 +326,7 @@ class MemoryCore(SettingsOps, StoryOps):
         return export_world_info(self.store.graph(chat_id), chat.schema, max(latest, len(messages) - 1))
 
     # import / export
-    def export(self, chat_id: str) -> dict:
+    def export(self, chat_id: str) -> dict[str, Any]:
         self._write_access()
         return export_graph(self.store, chat_id)
 
@@ -360,7 +369,7 @@ class MemoryCore(SettingsOps, StoryOps):
         return Maintainer(self.store, self.settings, model=model, index=lambda: self.index,
                           backoff=self._summary_backoff)
 
-    def _after_step(self, models: Models):
+    def _after_step(self, models: Models) -> AfterExtraction | None:
         """Scheduled maintenance after an extraction step, when the chat's settings turn it on
         (`maintenance.auto`). With models given but no `maintain` one it does not run: a model given for
         extraction is never reused for other tasks."""
@@ -396,7 +405,7 @@ class MemoryCore(SettingsOps, StoryOps):
         """One sleep cycle: archive the nodes whose retention fell below the threshold (`dry_run`: list them)."""
         return await self.maintainer().forget(chat_id, dry_run=dry_run)
 
-    def node_history(self, chat_id: str, node_id: str) -> list[dict]:
+    def node_history(self, chat_id: str, node_id: str) -> list[dict[str, Any]]:
         """Every commit that changed a node, with its title and fields before (evolution keeps old texts here)."""
         from curator.maintenance.history import node_history
 
@@ -439,9 +448,9 @@ class MemoryCore(SettingsOps, StoryOps):
 
         return [f for f, _ in due_floors(self.store, chat_id, self.settings)]
 
-    async def extract_due(self, chat_id: str, model: Model | None = None, on_step: Callable | None = None,
+    async def extract_due(self, chat_id: str, model: Model | None = None, on_step: Callable[..., Any] | None = None,
                           should_stop: Callable[[], bool] | None = None, *,
-                          models: Models | None = None) -> list:
+                          models: Models | None = None) -> list[Any]:
         """Write every floor still due with the chat's channel (extractor, curator, both; nothing for off),
         floor by floor, each followed by compression when due; stops at the first failure or when
         `should_stop()`. Returns a `FloorResult` per floor (`ok`, `floor`, `reason`, `usage`, the writers' results).
@@ -449,7 +458,7 @@ class MemoryCore(SettingsOps, StoryOps):
         writer = self.channel_writer((models or NO_MODELS).with_task("extract", model))
         return await writer.write_due(chat_id, on_step=on_step, should_stop=should_stop)
 
-    def rebuilt(self, chat_id: str, removed: int, results: list) -> dict:
+    def rebuilt(self, chat_id: str, removed: int, results: list[Any]) -> dict[str, Any]:
         """What `rebuild` reports: the commits it removed, the floors written, the first failure, what is due."""
         from curator.llm.records import Usage
 

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from curator.store.store import Chat, CommitRecord, RollbackResult, Store, UndoResult
     from curator.store.trash import TrashBatch
     from curator.sync.history import HistoryReport, HistorySync
-    from curator.vectors.index import SyncReport, VectorIndex
+    from curator.vectors.index import VectorIndex
+    from curator.vectors.writes import SyncReport
 
 
 @documented(AsyncMemory)
@@ -44,7 +45,7 @@ class Memory:
     """Memory for every chat under one data directory."""
 
     def __init__(self, data_dir: str | Path | None = None, settings: Settings | None = None,
-                 store: str | None = None):
+                 store: str | None = None) -> None:
         # store: a PostgreSQL URL (default: $CURATOR_STORE, `store:` in config.yaml, else SQLite in data_dir)
         self._core = MemoryCore(data_dir, settings, store)
 

@@ -9,6 +9,7 @@ See docs/orchestrator.md for the loop and an example."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.toolsets import FunctionToolset
@@ -76,7 +77,8 @@ def orchestrator_toolset(memory: Memory | AsyncMemory, chat_id: str, *, allow_wr
         """New facts that contradict stored ones, waiting for the user's decision: do not rely on either side."""
         return await aio.contradictions(chat_id)
 
-    tools: list = [memory_scout, memory_recall, memory_find, memory_facts_at, memory_simulate, memory_contradictions]
+    tools: list[Callable[..., Awaitable[Any]]] = [memory_scout, memory_recall, memory_find, memory_facts_at,
+                                                  memory_simulate, memory_contradictions]
     if allow_writes:
         tools.append(memory_curate)
     return FunctionToolset(tools)

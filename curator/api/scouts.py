@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from curator.maintenance.contradictions import open_contradictions
 from curator.prompts import Prompts
 from curator.recall.story import story_context
+from curator.schemas import Schema
 from curator.store.graph import Node, normalize_name
+from curator.store.queries import GraphView
 from curator.store.store import Store
 from curator.vectors.documents import node_document
 
@@ -35,22 +38,22 @@ class ScoutReport:
     chat_id: str
     message: str
     speaker: str | None
-    findings: dict[str, list[dict]] = field(default_factory=dict)
+    findings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     text: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"chat": self.chat_id, "message": self.message, "speaker": self.speaker, "findings": self.findings,
                 "text": self.text}
 
 
-def _brief(node: Node, schema, **extra) -> dict:
+def _brief(node: Node, schema: Schema, **extra: Any) -> dict[str, Any]:
     text = " ".join(node_document(node, schema).split())
     return {"id": node.id, "type": node.type, "title": node.title,
             "floors": [node.floor_from, node.floor_to],
             "text": text if len(text) <= BRIEF else text[:BRIEF - 1] + "…", **extra}
 
 
-def named_nodes(graph, message: str) -> list[Node]:
+def named_nodes(graph: GraphView, message: str) -> list[Node]:
     words = [w for w in normalize_name(re.sub(r"[^\w\s'-]", " ", message)).split() if w]
     spans = {" ".join(words[i:i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
     spans |= {s[:-2] for s in spans if s.endswith("'s")}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -21,7 +22,7 @@ from curator.settings import CONFIG_FILENAME, TASKS, Settings, load_settings
 AT_START = ("embedding", "vectors_url", "store")  # read when the service starts; not changed while it runs
 
 
-def read_raw(data_dir: Path) -> dict:
+def read_raw(data_dir: Path) -> dict[str, Any]:
     path = data_dir / CONFIG_FILENAME
     if not path.exists():
         return {}
@@ -35,7 +36,7 @@ def read_raw(data_dir: Path) -> dict:
     return data
 
 
-def view(data_dir: Path, running: Settings) -> dict:
+def view(data_dir: Path, running: Settings) -> dict[str, Any]:
     """What the global settings page shows: the file's own data, the settings in effect (defaults filled in,
     profiles without keys, whether each key variable is set), every task's profile."""
     profiles = {name: {**p.model_dump(mode="json"), "key_set": bool(os.environ.get(p.api_key_env))}
@@ -46,7 +47,7 @@ def view(data_dir: Path, running: Settings) -> dict:
             "at_start": list(AT_START)}
 
 
-def update(data_dir: Path, patch: dict, running: Settings | None = None) -> Settings:
+def update(data_dir: Path, patch: dict[str, Any], running: Settings | None = None) -> Settings:
     """Apply `patch` to config.yaml and return the settings it now gives. Refuses (changing nothing) a result
     that does not validate, a profile that carries a key, and a change of what is read at start."""
     if not isinstance(patch, dict):

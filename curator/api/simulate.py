@@ -21,13 +21,14 @@ from curator.store.scratch import apply_ops, copy_graph
 from curator.store.store import Store
 
 if TYPE_CHECKING:
+    from curator.extract.curator_agent import CurateResult
     from curator.llm.access import Models
     from curator.settings import Settings
 
 WRITERS = ("extractor", "curator")
 
 
-async def simulate(store: Store, settings: Settings, curate: Callable[..., Awaitable[Any]], chat_id: str,
+async def simulate(store: Store, settings: Settings, curate: Callable[..., Awaitable[CurateResult]], chat_id: str,
                    draft_reply: str | None = None, floor: int | None = None, writer: str | None = None,
                    models: Models | None = None) -> dict[str, Any]:
     """What each writer (the chat's channel's, or `writer`) would commit for the reply at `floor` (default: the
@@ -57,24 +58,27 @@ async def simulate(store: Store, settings: Settings, curate: Callable[..., Await
     out: dict[str, Any] = {"chat": chat_id, "floor": floor, "draft": draft_reply is not None, "committed": False,
                            "writers": {}}
     for name in writers:
+        ops: list[dict[str, Any]]
+        entry: dict[str, Any]
         if name == "extractor":
-            result = await Extractor(store, settings, model=models.extract).extract(
+            extracted = await Extractor(store, settings, model=models.extract).extract(
                 chat_id, floor, messages, simulate=True)
-            ops, entry = result.simulated or [], {"ok": result.ok, "reason": result.reason,
-                                                  "usage": result.usage.to_dict(),
-                                                  **({"set_aside": result.set_aside} if result.set_aside else {})}
+            ops, entry = extracted.simulated or [], {"ok": extracted.ok, "reason": extracted.reason,
+                                                     "usage": extracted.usage.to_dict(),
+                                                     **({"set_aside": extracted.set_aside} if extracted.set_aside
+                                                        else {})}
         else:
-            result = await curate(chat_id, floor if draft_reply is None else None, draft_reply, dry_run=True,
-                                  models=models)
-            ops, entry = result.staged_ops, {"ok": result.ok, "reason": result.reason,
-                                             "usage": result.usage.to_dict(), "tool_calls": len(result.tool_calls)}
+            curated = await curate(chat_id, floor if draft_reply is None else None, draft_reply, dry_run=True,
+                                   models=models)
+            ops, entry = curated.staged_ops, {"ok": curated.ok, "reason": curated.reason,
+                                              "usage": curated.usage.to_dict(), "tool_calls": len(curated.tool_calls)}
         entry["ops"] = ops
         entry["changes"] = describe(store, chat_id, floor, ops) if ops else []
         out["writers"][name] = entry
     return out
 
 
-def describe(store: Store, chat_id: str, floor: int, ops: list[dict]) -> list[dict]:
+def describe(store: Store, chat_id: str, floor: int, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ops as changes a person reads, checked on a scratch copy of the graph (never the store)."""
     before = store.graph(chat_id)
     conn = copy_graph(store, chat_id)
@@ -94,7 +98,7 @@ def _title(graph: GraphView, *others: GraphView, node_id: str | None) -> str:
     return node_id or "?"
 
 
-def _change(op: dict, before: GraphView, after: GraphView) -> dict:
+def _change(op: dict[str, Any], before: GraphView, after: GraphView) -> dict[str, Any]:
     kind = op["op"]
     if kind == "create_node":
         node = after.get(op["id"])

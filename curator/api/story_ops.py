@@ -15,37 +15,41 @@ if TYPE_CHECKING:
     from curator.llm.access import Models
     from curator.maintenance import Maintainer, MaintenanceReport
     from curator.prompts import Prompts
+    from curator.store.messages import Message
     from curator.store.store import CommitRecord, Store
 
 
 class StoryOps:
     if TYPE_CHECKING:  # the core's state and operations
         store: Store
-        prompts: Prompts
         settings: Settings
 
-        async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None,
-                         **options: Any) -> CurateResult: ...
+        @property
+        def prompts(self) -> Prompts: ...
+
+        async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
+                         dry_run: bool = False, max_requests: int | None = None, model: Model | None = None,
+                         models: Models | None = None, scouts: str | None = None) -> CurateResult: ...
 
         def maintainer(self, model: Model | None = None) -> Maintainer: ...
 
         def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
-                   messages: list | None = None, **options) -> Injection: ...
+                   messages: list[Message] | None = None, **options: Any) -> Injection: ...
 
-    def facts_at(self, chat_id: str, name: str, at: str | int) -> dict:
+    def facts_at(self, chat_id: str, name: str, at: str | int) -> dict[str, Any]:
         """The nodes named `name` (or of that id) as they were at a point in story time ("what did Mira carry
         on day 5"), with each one's spans of story time (`fact_spans`)."""
         from curator.recall.as_of import facts_at
 
         return facts_at(self.store, chat_id, name, at)
 
-    def fact_spans(self, chat_id: str, node_id: str) -> list[dict]:
+    def fact_spans(self, chat_id: str, node_id: str) -> list[dict[str, Any]]:
         """A node's values over story time: from which story time (and floor) each held, until which."""
         from curator.recall.as_of import fact_spans
 
         return fact_spans(self.store, chat_id, node_id)
 
-    def contradictions(self, chat_id: str) -> list[dict]:
+    def contradictions(self, chat_id: str) -> list[dict[str, Any]]:
         """The contradiction inbox: new facts that contradict stored ones, waiting for a decision."""
         from curator.maintenance.contradictions import open_contradictions
 
@@ -68,7 +72,7 @@ class StoryOps:
         maintainer.plan_model = model
         return await maintainer.plan(chat_id, anchor=last_floor(self.store, chat_id) or 0)
 
-    def current_plan(self, chat_id: str) -> dict | None:
+    def current_plan(self, chat_id: str) -> dict[str, Any] | None:
         """The plot planner's newest plan: {beats, floor, seq}, or None."""
         from curator.store.plans import latest_plan
 
@@ -83,13 +87,12 @@ class StoryOps:
 
         recalled = None
         if recall and message.strip():
-            opts = {"speaker": speaker} if speaker else {}
-            injection = self.recall(chat_id, message, **opts)
+            injection = self.recall(chat_id, message, speaker=speaker) if speaker else self.recall(chat_id, message)
             recalled = [c.node for c in (*injection.persistent, *injection.recalled)]
         return scout(self.store, chat_id, message, self.prompts, speaker, recalled)
 
     async def simulate(self, chat_id: str, draft_reply: str | None = None, floor: int | None = None,
-                       writer: str | None = None, models: Models | None = None) -> dict:
+                       writer: str | None = None, models: Models | None = None) -> dict[str, Any]:
         """What the chat's writers (or `writer`: extractor | curator) would commit for the newest reply, the
         reply at `floor`, or a `draft_reply` not stored yet, without committing: the ops and each change described
         (`curator/api/simulate.py`). The model is asked; its calls are in `curator usage`."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -15,13 +16,17 @@ from curator.errors import CuratorError
 
 if TYPE_CHECKING:
     from curator.api.memory import Memory
+    from curator.settings import Settings, Task
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # rich_markup_mode=None: click's plain help shows flags as flags (`--json`, not `--json <bool>`) and renders without
 # loading rich's markdown machinery (most of `curator --help`'s start-up time).
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="memory-curator: a memory graph for long role-play chats.")
 
-state = {"data": None, "debug": False, "store": None}
+state: dict[str, Any] = {"data": None, "debug": False, "store": None}  # the global options of this run
 ChatOpt = Annotated[str, typer.Option("--chat", "-c", help="Chat id.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
@@ -38,11 +43,11 @@ def _main(
     state.update(data=data, debug=debug, store=store)
 
 
-def reported(command):
+def reported(command: Callable[P, T]) -> Callable[P, T]:
     """Turn known errors into one line + hint and exit code 1; --debug adds the traceback."""
 
     @functools.wraps(command)
-    def run(*args, **kwargs):
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return command(*args, **kwargs)
         except (CuratorError, *INPUT_ERRORS) as exc:
@@ -69,12 +74,15 @@ def open_memory(existing: bool = False) -> Memory:
         where = data_dir(state["data"])
         url = store_url(where, state["store"])
         if not store_exists(where, url):
-            raise CuratorError(f"no memory store in {redact(url) if url else where}", "Nothing was created. Pass --data (or set CURATOR_DATA) "
-                               "to the directory you used, or start one with `curator init` or `curator demo`.")
+            raise CuratorError(
+                f"no memory store in {redact(url) if url else where}",
+                "Nothing was created. Pass --data (or set CURATOR_DATA) "
+                "to the directory you used, or start one with `curator init` or `curator demo`.",
+            )
     return Memory(state["data"], store=state["store"])
 
 
-def require_models(*tasks: str) -> None:
+def require_models(*tasks: Task) -> None:
     """Stop before anything is created when a task has no model profile (the error carries the settings hint)."""
     settings = _settings()
     for task in tasks:
@@ -85,11 +93,11 @@ def require_channel_models() -> None:
     """`require_models` for the writers of the configured `extraction.channel` (none for `off`)."""
     from curator.extract.channel import writers_of
 
-    task = {"extractor": "extract", "curator": "curate"}
+    task: dict[str, Task] = {"extractor": "extract", "curator": "curate"}
     require_models(*(task[writer] for writer in writers_of(_settings().extraction.channel)))
 
 
-def _settings():
+def _settings() -> Settings:
     from curator.paths import data_dir
     from curator.settings import load_settings
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from curator.recall.injection import Injection
     from curator.schemas import Schema
     from curator.store.graph import Node
     from curator.store.queries import GraphView
@@ -67,7 +68,8 @@ def print_graph(chat_id: str, graph: GraphView, schema: Schema, include_archived
         for column in ("source", "relation", "target", "strength", "floors"):
             table.add_column(column)
         for edge in edges:
-            span = f"{edge.valid_from if edge.valid_from is not None else ''}-{edge.valid_to if edge.valid_to is not None else ''}"
+            start = "" if edge.valid_from is None else edge.valid_from
+            span = f"{start}-{'' if edge.valid_to is None else edge.valid_to}"
             table.add_row(titles.get(edge.source, edge.source), edge.relation, titles.get(edge.target, edge.target),
                           f"{edge.strength:.2f}", "" if span == "-" else span)
         out.print(table)
@@ -95,7 +97,7 @@ def print_rollback(result: RollbackResult) -> None:
                   "back", highlight=False)
 
 
-def print_trash(chat_id: str, batches: list[dict]) -> None:
+def print_trash(chat_id: str, batches: list[dict[str, Any]]) -> None:
     """A chat's reverted batches, newest first."""
     from rich.markup import escape
 
@@ -118,7 +120,7 @@ def print_trash(chat_id: str, batches: list[dict]) -> None:
               f"`curator history --chat {chat_id} --batch N` shows it", highlight=False)
 
 
-def print_batch(data: dict) -> None:
+def print_batch(data: dict[str, Any]) -> None:
     """One batch: its commits and the floors it keeps."""
     from rich.markup import escape
 
@@ -133,7 +135,7 @@ def print_batch(data: dict) -> None:
                   f"{escape(text[:100])}{'…' if len(text) > 100 else ''}", highlight=False)
 
 
-def print_injection(injection, title: str | None = None) -> None:
+def print_injection(injection: Injection, title: str | None = None) -> None:
     """The injection as three tables: the persistent block, the recalled block, and what was left out and why."""
     data = injection.to_dict()
     tokens = data["tokens"]
@@ -142,12 +144,27 @@ def print_injection(injection, title: str | None = None) -> None:
               f"{tokens['total']}/{tokens['budget']} tokens ({tokens['tokenizer']}), mode {injection.mode}"
               + (", reused" if injection.reused else ""))
     sections = (
-        ("persistent", f"persistent block ({tokens['persistent']} tokens)", ("node", "floors", "tokens"),
-         [(f"{c.node.title} ({c.node.type})", _floors(c.node), str(c.tokens)) for c in injection.persistent]),
-        ("recalled", f"recalled block ({tokens['recalled']} tokens)", ("node", "floors", "score", "why"),
-         [(f"{c.node.title} ({c.node.type})", _floors(c.node), f"{c.score:.2f}", c.reason) for c in injection.recalled]),
-        ("left out", f"left out ({data['left_out_count']})", ("node", "from", "why"),
-         [(f"{row['title']} ({row['type']})", row["block"], row["why"]) for row in data["left_out"]]),
+        (
+            "persistent",
+            f"persistent block ({tokens['persistent']} tokens)",
+            ("node", "floors", "tokens"),
+            [(f"{c.node.title} ({c.node.type})", _floors(c.node), str(c.tokens)) for c in injection.persistent],
+        ),
+        (
+            "recalled",
+            f"recalled block ({tokens['recalled']} tokens)",
+            ("node", "floors", "score", "why"),
+            [
+                (f"{c.node.title} ({c.node.type})", _floors(c.node), f"{c.score:.2f}", c.reason)
+                for c in injection.recalled
+            ],
+        ),
+        (
+            "left out",
+            f"left out ({data['left_out_count']})",
+            ("node", "from", "why"),
+            [(f"{row['title']} ({row['type']})", row["block"], row["why"]) for row in data["left_out"]],
+        ),
     )
     for _name, heading, columns, rows in sections:
         out.print(f"\n[bold]{heading}[/]")

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from curator.cli import console
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_models
 from curator.errors import CuratorError
+
+if TYPE_CHECKING:
+    from curator.extract.curator_agent import CurateResult
 
 
 @app.command()
@@ -38,7 +41,7 @@ def curate(
                            "Nothing was committed; fix the cause (model profile, cap) and run it again.")
 
 
-def _print(result) -> None:
+def _print(result: CurateResult) -> None:
     usage = result.usage
     console.out.print(f"curator run for [bold]{result.chat_id}[/] floor {result.floor} (step {result.seq}; writable: "
                       f"{', '.join(result.active_types) or 'none'}) · {usage.calls} model requests, "

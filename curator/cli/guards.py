@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from typing import TYPE_CHECKING
 
 import typer
 
 from curator.errors import CuratorError
 
+if TYPE_CHECKING:
+    from curator.api.memory import Memory
+
 # Faults of the input or of the data directory, not of the program: reported in one line with exit code 1.
 INPUT_ERRORS = (OSError, RecursionError, UnicodeError, OverflowError, sqlite3.DatabaseError, ValueError)
 
 
-def confirm_rollback(memory, chat: str, floor: int, assume_yes: bool) -> None:
+def confirm_rollback(memory: Memory, chat: str, floor: int, assume_yes: bool) -> None:
     """Refuse negative floors; on a terminal, ask before reverting more than `history.ask_above` commits
     (config.yaml; 3 by default)."""
     if floor < 0:

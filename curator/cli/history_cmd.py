@@ -6,13 +6,16 @@ them for good."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from curator.cli import console
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported
 from curator.errors import CuratorError
+
+if TYPE_CHECKING:
+    from curator.api.memory import Memory
 
 history_app = typer.Typer(rich_markup_mode=None, invoke_without_command=True,
                           help="List what rollbacks, syncs and rebuilds reverted (`curator undo` restores it).")
@@ -114,7 +117,7 @@ def undo(
                           f"them, or `curator sync CHAT_FILE --chat {chat}`")
 
 
-def _due(memory, chat: str) -> list[int]:
+def _due(memory: Memory, chat: str) -> list[int]:
     from curator.extract.extractor import due_floors
 
     return [f for f, _ in due_floors(memory.store, chat, memory.settings)]

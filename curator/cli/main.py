@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -13,6 +13,11 @@ from curator.cli import console
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_channel_models, state
 from curator.errors import CuratorError
 from curator.paths import example_file
+
+if TYPE_CHECKING:
+    from curator.api.memory import Memory
+    from curator.extract.channel import FloorResult
+    from curator.store.exchange import ImportMode
 
 schema_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                          help="List, show and validate schemas.")
@@ -79,7 +84,9 @@ def show(
 def export(
     chat: ChatOpt,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file (default: stdout).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="graph (memory-curator/graph) | worldinfo (SillyTavern)")] = "graph",
+    fmt: Annotated[
+        str, typer.Option("--format", help="graph (memory-curator/graph) | worldinfo (SillyTavern)")
+    ] = "graph",
 ) -> None:
     """Export a chat's graph as memory-curator/graph JSON (no vectors) or as a SillyTavern World Info file."""
     if fmt not in ("graph", "worldinfo"):
@@ -111,7 +118,7 @@ def import_(
     if mode not in ("restore", "bind_latest", "bind_floor"):
         raise CuratorError(f"unknown import mode {mode!r}", "Use restore, bind_latest or bind_floor.")
     with open_memory() as memory:
-        record = memory.import_(chat, file, mode=mode, floor=floor, max_bytes=max_bytes)
+        record = memory.import_(chat, file, mode=cast("ImportMode", mode), floor=floor, max_bytes=max_bytes)
         if json_:
             console.print_json({"commit": record.id, "anchor_floor": record.anchor_floor, "ops": len(record.ops)})
         else:
@@ -176,7 +183,9 @@ def schema_show(
 
 @schema_app.command("validate")
 @reported
-def schema_validate(path: Annotated[Path, typer.Argument(help="A schema YAML/JSON file.")], json_: JsonOpt = False) -> None:
+def schema_validate(
+    path: Annotated[Path, typer.Argument(help="A schema YAML/JSON file.")], json_: JsonOpt = False
+) -> None:
     """Check a schema file; every problem is reported with its file, type and field."""
     from curator.schemas import SchemaError, load_schema
 
@@ -222,7 +231,7 @@ def ingest(
         # sources), so no later recall pays for the whole chat; the bar counts what was embedded.
         index = memory.index if limit != 0 else None
 
-        def on_step(result, done, due):
+        def on_step(result: FloorResult, done: int, due: int) -> None:
             nonlocal task
             if task is None:
                 task = progress.add_task(f"ingest {chat}", total=due, cost="")
@@ -278,9 +287,14 @@ def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
 def recall(
     chat: ChatOpt,
     query: Annotated[str | None, typer.Option("--query", "-q", help="The user's message being answered.")] = None,
-    turns: Annotated[Path | None, typer.Option(
-        "--turns", help="The recent turns (SillyTavern .jsonl or JSONL of {role, name, content}), oldest first: "
-                        "the query is built from them; without --query the last user message is the one answered.")] = None,
+    turns: Annotated[
+        Path | None,
+        typer.Option(
+            "--turns",
+            help="The recent turns (SillyTavern .jsonl or JSONL of {role, name, content}), oldest first: "
+            "the query is built from them; without --query the last user message is the one answered.",
+        ),
+    ] = None,
     mode: Annotated[str | None, typer.Option(help="hybrid (default) | rag | llm")] = None,
     budget: Annotated[int | None, typer.Option(help="Token budget for both blocks.")] = None,
     at: Annotated[str | None, typer.Option(help="Recall over the memory as it was at this story time ('day 5', a "
@@ -301,7 +315,7 @@ def recall(
     with open_memory(existing=True) as memory:
         if budget is not None and budget < 1:
             raise CuratorError(f"budget {budget} is not a token count", "Give a positive number of tokens.")
-        options: dict = {"budget_tokens": budget} if budget else {}
+        options: dict[str, Any] = {"budget_tokens": budget} if budget else {}
         if at is not None:
             options["at"] = at
         injection = memory.recall(chat, query or "", mode=mode, messages=messages, **options)
@@ -372,7 +386,7 @@ def demo(json_: JsonOpt = False) -> None:
     from curator.api.memory import Memory
     from curator.settings import load_settings
 
-    target = state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
+    target: Path = state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
     chat_id = "lantern-road"
     settings = load_settings(target)
     # Batches of 32: the bar still moves a few times, and e5 costs a third more CPU per text in batches of 8.
@@ -403,7 +417,7 @@ def demo(json_: JsonOpt = False) -> None:
 DEMO_TURNS = (20, 38, 46)
 
 
-def _embed_with_progress(memory, chat_id: str) -> None:
+def _embed_with_progress(memory: Memory, chat_id: str) -> None:
     """Recall needs the graph's vectors: embed them first, with a bar (the local model loads on first use)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -425,10 +439,10 @@ def main() -> None:
 
 
 # The other command modules register their commands on `app` when imported (after it is complete).
-from curator.cli import curate as cli_curate, maintain as cli_maintain, serve as cli_serve  # noqa: F401
-from curator.cli import history_cmd as cli_history, settings_cmd as cli_settings, store_cmd as cli_store  # noqa: F401
-from curator.cli import sillytavern as cli_sillytavern  # noqa: F401
-from curator.cli import story_cmd as cli_story  # noqa: F401
+from curator.cli import curate as cli_curate, maintain as cli_maintain, serve as cli_serve  # noqa: E402, F401
+from curator.cli import history_cmd as cli_history, settings_cmd as cli_settings, store_cmd as cli_store  # noqa: E402, F401
+from curator.cli import sillytavern as cli_sillytavern  # noqa: E402, F401
+from curator.cli import story_cmd as cli_story  # noqa: E402, F401
 
 if __name__ == "__main__":
     main()

@@ -3,9 +3,9 @@ what changed and what it cost (LLM calls, tokens), or the same as JSON with `--j
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,12 +13,15 @@ from curator.cli import console
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported
 from curator.errors import CuratorError
 
+if TYPE_CHECKING:
+    from curator.maintenance import MaintenanceReport
+
 StepsOpt = Annotated[int, typer.Option("--steps", min=1, help="How many of the newest extraction steps to look at.")]
 NodeOpt = Annotated[list[str] | None, typer.Option("--node", help="A node id (repeatable) instead of --steps.")]
 
 
 @contextmanager
-def _progress(label: str, quiet: bool):
+def _progress(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -27,7 +30,7 @@ def _progress(label: str, quiet: bool):
         yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
-def _show(report, json_: bool) -> None:
+def _show(report: MaintenanceReport, json_: bool) -> None:
     if json_:
         console.print_json(report.to_dict())
     else:
@@ -41,14 +44,14 @@ def _show(report, json_: bool) -> None:
                            "The failed step committed nothing; fix the cause (model, network) and run it again.")
 
 
-def _change_line(change: dict) -> str:
+def _change_line(change: dict[str, Any]) -> str:
     action = change["action"]
     rest = {k: v for k, v in change.items() if k not in ("action", "node") and v not in ("", None, [])}
     text = ", ".join(f"{k}={v}" for k, v in rest.items())
     return f"{action} {change.get('node', '')}{': ' + text if text else ''}"
 
 
-def _run(call: Callable, json_: bool, label: str = "working") -> None:
+def _run(call: Callable[..., Any], json_: bool, label: str = "working") -> None:
     """`call(memory, progress)` runs the operation; the progress bar shows only for operations that report."""
     with open_memory(existing=True) as memory, _progress(label, json_) as progress:
         report = call(memory, progress)

@@ -55,9 +55,12 @@ def serve(
                            workers=job_threads, upstream=upstream, upstream_key_env=upstream_key_env,
                            site=SitePolicy(host, tuple(allow_host or ()), tuple(allow_origin or ())),
                            proxy_max_rollback=proxy_max_rollback)
-    banner = (f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; store: "
-              f"{redact(memory.store.url) if memory.store.url else 'SQLite in the data directory'}; token {'required' if token else 'off, loopback only'}; "
-              f"proxy upstream: {upstream or 'none'}")
+    banner = (
+        f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; store: "
+        f"{redact(memory.store.url) if memory.store.url else 'SQLite in the data directory'}; "
+        f"token {'required' if token else 'off, loopback only'}; "
+        f"proxy upstream: {upstream or 'none'}"
+    )
     if workers > 1:
         from curator.service.server.workers import OPTIONS_ENV, options_json
 

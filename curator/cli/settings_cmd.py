@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,11 +27,11 @@ app.add_typer(prompts_app, name="prompts")
 ChatOrGlobal = Annotated[str | None, typer.Option("--chat", "-c", help="A chat's own settings (default: config.yaml).")]
 
 
-def _patch(path: str, value: object) -> dict:
+def _patch(path: str, value: object) -> dict[str, Any]:
     keys = path.split(".")
     if not all(keys):
         raise CuratorError(f"not a setting path: {path!r}", "Write it as section.name, e.g. recall.budget_tokens.")
-    patch: dict = {}
+    patch: dict[str, Any] = {}
     node = patch
     for key in keys[:-1]:
         node = node.setdefault(key, {})
@@ -39,7 +39,7 @@ def _patch(path: str, value: object) -> dict:
     return patch
 
 
-def _change(chat: str | None, patch: dict, json_: bool) -> None:
+def _change(chat: str | None, patch: dict[str, Any], json_: bool) -> None:
     with open_memory() as memory:
         result = memory.update_chat_settings(chat, patch) if chat else memory.update_settings(patch)
     if json_:

@@ -25,7 +25,8 @@ def _source() -> Path:
     try:
         return sillytavern_extension()
     except FileNotFoundError as exc:
-        raise CuratorError(str(exc), "Reinstall memory-curator, or copy integrations/sillytavern/ from a checkout.")
+        raise CuratorError(str(exc),
+                           "Reinstall memory-curator, or copy integrations/sillytavern/ from a checkout.") from None
 
 
 def _copy(target: Path, force: bool) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,12 +11,15 @@ from curator.cli import console
 from curator.cli.base import JsonOpt, app, reported, state
 from curator.errors import CuratorError
 
+if TYPE_CHECKING:
+    from curator.store.store import Store
+
 store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="The store itself: copy it to PostgreSQL or back to a SQLite data directory.")
 app.add_typer(store_app, name="store")
 
 
-def _open(spec: str | None, role: str, must_exist: bool):
+def _open(spec: str | None, role: str, must_exist: bool) -> Store:
     """A store named on the command line: a postgresql:// URL, a data directory (SQLite), or None for the
     store of --data (with its --store / CURATOR_STORE / config.yaml)."""
     from curator.paths import data_dir

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -12,7 +12,7 @@ from curator.cli import console
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported
 
 
-def _when(point: dict | None) -> str:
+def _when(point: dict[str, Any] | None) -> str:
     if point is None:
         return "now"
     return f"{point['story_time'] or 'floor ' + str(point['floor'])}"
@@ -124,7 +124,7 @@ def simulate(chat: ChatOpt,
     """What extraction (or the curator) would commit, without committing: each change it would make."""
     from curator.cli.base import require_models
 
-    require_models({"curator": "curate"}.get(writer or "", "extract"))
+    require_models("curate" if writer == "curator" else "extract")
     with open_memory(existing=True) as memory:
         result = memory.simulate(chat, draft_reply=draft, writer=writer)
     if json_:

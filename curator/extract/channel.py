@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 
 from curator.extract.extractor import ExtractionResult, Extractor, due_floors, last_extracted_floor
@@ -25,7 +26,11 @@ from curator.llm.access import NO_MODELS, Models
 from curator.llm.records import Usage
 from curator.settings import Settings
 from curator.store.messages import Message
-from curator.store.store import Store
+from curator.store.store import CommitRecord, Store
+
+if TYPE_CHECKING:
+    from curator.extract.curator_agent import Curator, CurateResult
+    from curator.vectors.index import VectorIndex
 
 CHANNELS = ("extractor", "curator", "both", "off")
 
@@ -43,8 +48,8 @@ class FloorResult:
     floor: int
     channel: str
     extraction: ExtractionResult | None = None
-    curation: object | None = None  # a CurateResult
-    maintenance: list = field(default_factory=list)  # reports of what ran after the writers (compression, ...)
+    curation: CurateResult | None = None
+    maintenance: list[Any] = field(default_factory=list)  # reports of what ran after the writers (compression, ...)
     ok: bool = True
     reason: str | None = None
 
@@ -54,12 +59,11 @@ class FloorResult:
         return step.seq if step is not None else 0
 
     @property
-    def commit(self):
+    def commit(self) -> CommitRecord | None:
         """The newest writer commit of this floor (the curator's in `both`)."""
-        for step in (self.curation, self.extraction):
-            if step is not None and step.commit is not None:
-                return step.commit
-        return None
+        if self.curation is not None and self.curation.commit is not None:
+            return self.curation.commit
+        return self.extraction.commit if self.extraction is not None else None
 
     @property
     def writers(self) -> list[str]:
@@ -73,7 +77,7 @@ class FloorResult:
                 total.merge(step.usage)
         return total
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"chat": self.chat_id, "floor": self.floor, "seq": self.seq, "channel": self.channel, "ok": self.ok,
                 "reason": self.reason, "writers": self.writers,
                 "commit": self.commit.id if self.commit else None,
@@ -82,15 +86,15 @@ class FloorResult:
                 "maintenance": [m.to_dict() for m in self.maintenance], "usage": self.usage.to_dict()}
 
 
-def _curation(result) -> dict | None:
+def _curation(result: CurateResult | None) -> dict[str, Any] | None:
     if result is None:
         return None
     data = result.to_dict()
     return {k: data[k] for k in ("floor", "seq", "ok", "commit", "reason", "model_requests", "usage")}
 
 
-AfterFloor = Callable[[str, int], Awaitable[list]]
-AfterExtraction = Callable[[ExtractionResult], Awaitable[list]]
+AfterFloor = Callable[[str, int], Awaitable[list[Any]]]
+AfterExtraction = Callable[[ExtractionResult], Awaitable[list[Any]]]
 
 
 class ChannelWriter:
@@ -99,11 +103,12 @@ class ChannelWriter:
     curator's search tool (or None)."""
 
     def __init__(self, store: Store, settings: Settings, *, models: Models = NO_MODELS,
-                 curator_index: Callable[[], object] | None = None,
-                 after_extraction: AfterExtraction | None = None, after_floor: AfterFloor | None = None):
+                 curator_index: Callable[[], VectorIndex | None] | None = None,
+                 after_extraction: AfterExtraction | None = None, after_floor: AfterFloor | None = None) -> None:
         self.store, self.settings = store, settings
         self.extractor = Extractor(store, settings, model=models.extract)
-        self._curate_model, self._curator_index, self._curator = models.curate, curator_index, None
+        self._curate_model, self._curator_index = models.curate, curator_index
+        self._curator: Curator | None = None
         self.after_extraction, self.after_floor = after_extraction, after_floor
 
     def channel(self, chat_id: str) -> str:
@@ -112,7 +117,7 @@ class ChannelWriter:
     def due(self, chat_id: str) -> list[tuple[int, int]]:
         return due_floors(self.store, chat_id, self.settings)
 
-    def curator(self):
+    def curator(self) -> Curator:
         if self._curator is None:
             from curator.extract.curator_agent import Curator
 
@@ -125,11 +130,13 @@ class ChannelWriter:
         channel = self.channel(chat_id)
         result = FloorResult(chat_id, floor, channel)
         for writer in writers_of(channel):
+            step: ExtractionResult | CurateResult
             if writer == "extractor" and floor > last_extracted_floor(self.store, chat_id, "extract"):
-                step = result.extraction = await self.extractor.extract(chat_id, floor, messages)
-                if step.ok and self.after_extraction is not None:
-                    step.maintenance = await self.after_extraction(step)
-                    result.maintenance += step.maintenance
+                extraction = result.extraction = await self.extractor.extract(chat_id, floor, messages)
+                if extraction.ok and self.after_extraction is not None:
+                    extraction.maintenance = await self.after_extraction(extraction)
+                    result.maintenance += extraction.maintenance
+                step = extraction
             elif writer == "curator" and floor > last_extracted_floor(self.store, chat_id, "curate"):
                 step = result.curation = await self.curator().curate(chat_id, floor)
             else:
@@ -141,9 +148,16 @@ class ChannelWriter:
             result.maintenance += await self.after_floor(chat_id, floor)
         return result
 
-    async def write_due(self, chat_id: str, *, on_step: Callable[[FloorResult, int, int], None] | None = None,
-                        should_stop: Callable[[], bool] | None = None, writer: AbstractContextManager | None = None,
-                        on_idle: Callable[[], None] | None = None, limit: int | None = None) -> list[FloorResult]:
+    async def write_due(
+        self,
+        chat_id: str,
+        *,
+        on_step: Callable[[FloorResult, int, int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        writer: AbstractContextManager[Any] | None = None,
+        on_idle: Callable[[], None] | None = None,
+        limit: int | None = None,
+    ) -> list[FloorResult]:
         """Write every floor still due, one floor at a time, stopping at the first failure, after `limit` floors
         or when `should_stop` says so (checked before each floor). `writer` (the chat's writer lock) is held for
         each floor, so a sync of the same chat waits for the floor in flight; `on_idle` is called under that lock

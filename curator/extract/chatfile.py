@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from curator.errors import ChatFileError
-from curator.store.messages import Message
+from curator.store.messages import Message, Role
 from curator.textfile import read_utf8
 
 MAX_CHAT_BYTES = 256 * 1024 * 1024
@@ -20,7 +21,7 @@ class ChatFile:
     format: str  # "sillytavern" | "plain"
     user_name: str = ""
     character_name: str = ""
-    metadata: dict = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def read_chat(path: str | Path) -> ChatFile:
@@ -57,8 +58,8 @@ def _not_a_graph(text: str, source: str) -> None:
                             "Load it with `curator import FILE --chat ID`; nothing was stored.")
 
 
-def _sillytavern(records: list[tuple[int, dict]], source: str) -> ChatFile:
-    header: dict = {}
+def _sillytavern(records: list[tuple[int, dict[str, Any]]], source: str) -> ChatFile:
+    header: dict[str, Any] = {}
     if "mes" not in records[0][1]:
         header = records.pop(0)[1]
     messages = []
@@ -72,14 +73,14 @@ def _sillytavern(records: list[tuple[int, dict]], source: str) -> ChatFile:
             raise ChatFileError(f"{source}, line {number}: 'mes' must be text, 'swipes' a list, 'swipe_id' a number")
         if swipes and not 0 <= swipe_id < len(swipes):
             raise ChatFileError(f"{source}, line {number}: swipe_id {swipe_id} is outside its {len(swipes)} swipes")
-        role = "user" if rec.get("is_user") else "system" if rec.get("is_system") else "assistant"
+        role: Role = "user" if rec.get("is_user") else "system" if rec.get("is_system") else "assistant"
         messages.append(Message(role=role, name=str(rec.get("name") or ""), text=text, swipe_id=swipe_id,
                                 swipes=[str(s) for s in swipes], sent_at=_text(rec.get("send_date"))))
     return ChatFile(messages, "sillytavern", str(header.get("user_name") or ""),
                     str(header.get("character_name") or ""), header.get("chat_metadata") or {})
 
 
-def _plain(records: list[tuple[int, dict]], source: str) -> ChatFile:
+def _plain(records: list[tuple[int, dict[str, Any]]], source: str) -> ChatFile:
     messages = []
     for number, rec in records:
         role, content = rec.get("role"), rec.get("content")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UsageLimitExceeded
@@ -24,11 +25,15 @@ from curator.errors import CuratorError, OpError
 from curator.extract.triggers import active_types
 from curator.extract.extractor import assistant_floors, failure_reason
 from curator.llm.access import TaskModel
-from curator.llm.models import CallRecord, LLMTrace, Usage, model_settings
+from curator.llm.models import model_settings
+from curator.llm.records import CallRecord, LLMTrace, Usage
 from curator.store.messages import Message
 from curator.settings import Settings
 from curator.store.store import CommitRecord, Store
 from curator.llm.usage import log_calls
+
+if TYPE_CHECKING:
+    from curator.vectors.index import VectorIndex
 
 
 @dataclass
@@ -42,16 +47,16 @@ class CurateResult:
     ok: bool
     dry_run: bool = False
     commit: CommitRecord | None = None
-    staged_ops: list[dict] = field(default_factory=list)
+    staged_ops: list[dict[str, Any]] = field(default_factory=list)
     reply: str = ""
     reason: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     requests: list[CallRecord] = field(default_factory=list)  # one per model request: tokens, latency, error
     usage: Usage = field(default_factory=Usage)
     latency_ms: float = 0.0
-    maintenance: list = field(default_factory=list)  # what ran after the run (compression in the pipeline)
+    maintenance: list[Any] = field(default_factory=list)  # what ran after the run (compression in the pipeline)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"chat": self.chat_id, "floor": self.floor, "seq": self.seq, "active_types": self.active_types,
                 "ok": self.ok, "dry_run": self.dry_run, "commit": self.commit.id if self.commit else None,
                 "ops": self.staged_ops, "reply": self.reply, "reason": self.reason,
@@ -65,11 +70,12 @@ class Curator:
     """Curator runs for the chats of one store. `model` replaces the `curate` profile's model (tests, scripts);
     `index` (a VectorIndex) enables the vector search tool."""
 
-    def __init__(self, store: Store, settings: Settings, model: Model | None = None, index=None):
+    def __init__(self, store: Store, settings: Settings, model: Model | None = None,
+                 index: VectorIndex | None = None) -> None:
         self.store, self.settings, self.index = store, settings, index
         self.prompts = prompts_for(store.data_dir)
         self._model = TaskModel(settings, "curate", model)  # the profile's limiter and retries (llm/access.py)
-        self._agents: dict[tuple, tuple[Schema, Agent]] = {}
+        self._agents: dict[tuple[Any, ...], tuple[Schema, Agent[Workspace, str]]] = {}
 
     async def curate(self, chat_id: str, floor: int | None = None, draft_reply: str | None = None, *,
                      dry_run: bool = False, max_requests: int | None = None, scouts: str | None = None) -> CurateResult:
@@ -117,7 +123,7 @@ class Curator:
         log_calls(self.store, chat_id, trace.records)
         return result
 
-    def _agent(self, schema: Schema, active: list[str], settings: Settings, vectors: bool) -> Agent:
+    def _agent(self, schema: Schema, active: list[str], settings: Settings, vectors: bool) -> Agent[Workspace, str]:
         """One agent per schema, active types and settings (building the tool schemas costs more than a step)."""
         profile = TaskModel(settings, "curate", self._model.given).profile
         system = system_prompt(settings, self.prompts)

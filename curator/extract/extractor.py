@@ -4,8 +4,11 @@ bound; a step that still fails commits nothing and is logged with its reason."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
+from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry, PromptedOutput, RunContext, ToolOutput
 from pydantic_ai.models import Model
 
@@ -17,7 +20,8 @@ from curator.extract.output_model import output_model
 from curator.extract.plan import PlanError, plan_ops
 from curator.extract.triggers import active_types
 from curator.llm.access import TaskModel
-from curator.llm.models import LLMTrace, Usage, model_settings
+from curator.llm.models import model_settings
+from curator.llm.records import LLMTrace, Usage
 from curator.store.messages import Message
 from curator.store.queries import GraphView
 from curator.settings import Settings
@@ -40,11 +44,11 @@ class ExtractionResult:
     commit: CommitRecord | None = None
     reason: str | None = None
     usage: Usage = field(default_factory=Usage)
-    maintenance: list = field(default_factory=list)  # reports of the scheduled maintenance after this step
+    maintenance: list[Any] = field(default_factory=list)  # reports of the scheduled maintenance after this step
     set_aside: dict[str, int] = field(default_factory=dict)  # inactive type -> items the answer gave, not written
-    simulated: list[dict] | None = None  # a simulation: the ops it would have committed (nothing was)
+    simulated: list[dict[str, Any]] | None = None  # a simulation: the ops it would have committed (nothing was)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"chat": self.chat_id, "floor": self.floor, "seq": self.seq, "active_types": self.active_types,
                 "ok": self.ok, "commit": self.commit.id if self.commit else None,
                 "ops": len(self.commit.ops) if self.commit else 0, "reason": self.reason, "usage": self.usage.to_dict(),
@@ -81,11 +85,11 @@ def due_floors(store: Store, chat_id: str, settings: Settings) -> list[tuple[int
 class Extractor:
     """Extraction for the chats of one store. `model` replaces the configured one (tests, scripted runs)."""
 
-    def __init__(self, store: Store, settings: Settings, model: Model | None = None):
+    def __init__(self, store: Store, settings: Settings, model: Model | None = None) -> None:
         self.store, self.settings = store, settings
         self.prompts = prompts_for(store.data_dir)  # the data directory's own templates over the shipped ones
         self._model = TaskModel(settings, "extract", model)  # the profile's limiter and retries (llm/access.py)
-        self._agents: dict[tuple, tuple[Schema, Agent]] = {}
+        self._agents: dict[tuple[Any, ...], tuple[Schema, Agent[StepDeps, Any]]] = {}
 
     async def extract(self, chat_id: str, floor: int, messages: list[Message] | None = None, *,
                       simulate: bool = False) -> ExtractionResult:
@@ -129,7 +133,7 @@ class Extractor:
         return result
 
     async def _run(self, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
-                   focus: list[int], active: list[str], trace: LLMTrace) -> tuple[list[dict], dict[str, int]]:
+                   focus: list[int], active: list[str], trace: LLMTrace) -> tuple[list[dict[str, Any]], dict[str, int]]:
         # the chat's own settings: its own model when none is configured (Settings.for_chat)
         model = TaskModel(settings, "extract", self._model.given).metered(trace)
         deps = StepDeps(schema, self.store.graph(chat_id), active, anchor=focus[-1], focus_from=focus[0])
@@ -138,7 +142,7 @@ class Extractor:
         aside = {name: len(items) for name, items in getattr(run.output, "set_aside", {}).items()}
         return deps.planned[-1], aside
 
-    def _agent(self, schema: Schema, active: list[str], settings: Settings) -> Agent[StepDeps, object]:
+    def _agent(self, schema: Schema, active: list[str], settings: Settings) -> Agent[StepDeps, Any]:
         """One agent per schema, active types and settings: building the output model and the agent costs
         more than the rest of a step, and they do not change between steps with the same cadence."""
         profile = TaskModel(settings, "extract", self._model.given).profile
@@ -151,9 +155,9 @@ class Extractor:
         answer_type = output_model(schema, active)
         output = (PromptedOutput(answer_type, name="record_memory") if profile and profile.output_mode == "json"
                   else ToolOutput(answer_type, name="record_memory", description="Record the memory of this step."))
-        agent = Agent(None, output_type=output, deps_type=StepDeps, system_prompt=system,
-                      retries={"output": settings.extraction.output_retries},
-                      model_settings=model_settings(profile) if profile else None)
+        agent: Agent[StepDeps, Any] = Agent(None, output_type=output, deps_type=StepDeps, system_prompt=system,
+                                            retries={"output": settings.extraction.output_retries},
+                                            model_settings=model_settings(profile) if profile else None)
         agent.output_validator(_plan_answer)
         self._agents[key] = (schema, agent)  # keeps `schema` alive, so its id is not reused
         return agent
@@ -168,10 +172,10 @@ class StepDeps:
     active: list[str]
     anchor: int
     focus_from: int
-    planned: list[list[dict]] = field(default_factory=list)
+    planned: list[list[dict[str, Any]]] = field(default_factory=list)
 
 
-def _plan_answer(ctx: RunContext[StepDeps], answer):
+def _plan_answer(ctx: RunContext[StepDeps], answer: BaseModel) -> BaseModel:
     """Turn the answer into ops; an answer that cannot be (a link to an unknown name) goes back to the model."""
     deps = ctx.deps
     try:
@@ -188,11 +192,13 @@ def _aside(set_aside: dict[str, int]) -> str:
 
 def failure_reason(exc: BaseException) -> str:
     """A failure in one line: the error and what caused it (e.g. the last validation error)."""
-    parts, seen = [], set()
-    while exc is not None and id(exc) not in seen and len(parts) < 3:
-        seen.add(id(exc))
-        parts.append(f"{type(exc).__name__}: {' '.join(str(exc).split())}")
-        exc = exc.__cause__ or exc.__context__
+    parts: list[str] = []
+    seen: set[int] = set()
+    step: BaseException | None = exc
+    while step is not None and id(step) not in seen and len(parts) < 3:
+        seen.add(id(step))
+        parts.append(f"{type(step).__name__}: {' '.join(str(step).split())}")
+        step = step.__cause__ or step.__context__
     return " <- ".join(parts)[:1000]
 
 
@@ -259,7 +265,7 @@ def _context_floors(messages: list[Message], focus_start: int, turns: int) -> ra
     return range(start, focus_start)
 
 
-def _format(messages: list[Message], floors) -> str:
+def _format(messages: list[Message], floors: Iterable[int]) -> str:
     return "\n\n".join(f"[floor {f}] {messages[f].name or messages[f].role} ({messages[f].role}): {messages[f].text}"
                        for f in floors)
 

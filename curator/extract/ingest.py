@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.models import Model
 
@@ -25,6 +26,9 @@ from curator.store.messages import Message
 from curator.settings import Settings
 from curator.store.store import Store
 
+if TYPE_CHECKING:
+    from curator.extract.channel import ChannelWriter, FloorResult
+
 
 @dataclass
 class IngestReport:
@@ -32,10 +36,10 @@ class IngestReport:
     floors: int
     steps_due: int
     results: list[ExtractionResult] = field(default_factory=list)
-    curated: list = field(default_factory=list)  # CurateResult of each curator run (channel curator or both)
+    curated: list[Any] = field(default_factory=list)  # CurateResult of each curator run (channel curator or both)
     rolled_back_from: int | None = None
     seconds: float = 0.0
-    maintenance: list = field(default_factory=list)  # reports of what ran after the steps (compression, ...)
+    maintenance: list[Any] = field(default_factory=list)  # reports of what ran after the steps (compression, ...)
 
     @property
     def failed(self) -> ExtractionResult | None:
@@ -49,7 +53,7 @@ class IngestReport:
             total.merge(m.usage)
         return total
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         failed = self.failed
         return {"chat": self.chat_id, "floors": self.floors, "steps_due": self.steps_due,
                 # a step is an extraction, or a curator run when the curator is the only channel
@@ -84,24 +88,24 @@ def chat_messages(path: Path) -> list[Message]:
 
 async def ingest(store: Store, chat_id: str, path: str | Path, settings: Settings, *,
                  schema: Schema | str = "default", model: Model | None = None,
-                 on_step: Callable[[ExtractionResult, int, int], None] | None = None,
+                 on_step: Callable[[FloorResult, int, int], None] | None = None,
                  limit: int | None = None, models: Models = NO_MODELS,
-                 after_step: Callable[[ExtractionResult], Awaitable[list]] | None = None,
-                 write=None) -> IngestReport:
+                 after_step: Callable[[ExtractionResult], Awaitable[list[Any]]] | None = None,
+                 write: ChannelWriter | None = None) -> IngestReport:
     """Ingest a SillyTavern .jsonl or plain JSONL chat into `chat_id` (created with `schema` if new). The chat's
     `extraction.channel` decides who writes each due floor (`write`: a `curator.extract.channel.ChannelWriter`,
     else one built from `model`, `models` and `after_step`, the scheduled maintenance after each
     successful extraction step)."""
     started = time.perf_counter()
-    messages = chat_messages(path)
+    messages = chat_messages(Path(path))
     if not store.has_chat(chat_id):
         store.create_chat(chat_id, schema if isinstance(schema, Schema) else load_schema(schema))
     changed = first_changed_floor(store.messages(chat_id), messages)
     rolled_back = None
     if changed is not None:  # what the file no longer holds goes to the trash with its floors (`curator undo`)
-        result = store.rollback(chat_id, changed, reason="ingest", detail=f"{path}: floor {changed} changed",
-                                messages=messages[changed:])
-        rolled_back = changed if result.reverted else None
+        reverted = store.rollback(chat_id, changed, reason="ingest", detail=f"{path}: floor {changed} changed",
+                                  messages=messages[changed:])
+        rolled_back = changed if reverted.reverted else None
     else:
         store.set_messages(chat_id, messages)
     due = due_floors(store, chat_id, settings)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic import BaseModel
 
 from curator.schemas import Schema, TypeSpec
 from curator.extract.story_plan import apply_story
@@ -24,19 +24,19 @@ class PlanError(ValueError):
 
 @dataclass
 class Plan:
-    ops: list[dict] = field(default_factory=list)
+    ops: list[dict[str, Any]] = field(default_factory=list)
     handles: dict[str, str] = field(default_factory=dict)  # normalized name or ref -> node id
     typed: dict[tuple[str, str], str] = field(default_factory=dict)  # (type, normalized name) -> node id
     refs: dict[str, str] = field(default_factory=dict)  # normalized ref -> node id
     clashes: dict[str, set[str]] = field(default_factory=dict)  # a name items of several types share -> types
-    story_items: list[tuple[str, str, BaseModel]] = field(default_factory=list)  # (where, node id, item)
-    _creates: dict[str, dict] = field(default_factory=dict)  # node id -> create op of this step
-    _updates: dict[str, dict] = field(default_factory=dict)  # node id -> update op of this step
+    story_items: list[tuple[str, str, Any]] = field(default_factory=list)  # (where, node id, answer item)
+    _creates: dict[str, dict[str, Any]] = field(default_factory=dict)  # node id -> create op of this step
+    _updates: dict[str, dict[str, Any]] = field(default_factory=dict)  # node id -> update op of this step
     _types: dict[str, str] = field(default_factory=dict)  # node id -> type, of the entities of this answer
 
 
-def plan_ops(schema: Schema, graph: GraphView, answer: BaseModel, active: list[str], anchor: int,
-             focus_from: int) -> list[dict]:
+def plan_ops(schema: Schema, graph: GraphView, answer: Any, active: list[str], anchor: int,
+             focus_from: int) -> list[dict[str, Any]]:
     plan = Plan()
     for type_name in active:
         spec = schema.types[type_name]
@@ -84,9 +84,9 @@ def plan_ops(schema: Schema, graph: GraphView, answer: BaseModel, active: list[s
     return plan.ops
 
 
-def _handles_set_aside(answer: BaseModel) -> set[str]:
+def _handles_set_aside(answer: Any) -> set[str]:
     """The refs and names of the items the answer gave for types not active this step (output_model.py)."""
-    handles = set()
+    handles: set[str] = set()
     for items in getattr(answer, "set_aside", {}).values():
         for item in items:
             if isinstance(item, dict):
@@ -119,6 +119,8 @@ def _upsert_entity(plan: Plan, spec: TypeSpec, graph: GraphView, values: dict[st
         _merge_into(plan._creates[node_id]["fields"], values, spec)
     else:
         node = existing or graph.get(node_id)
+        if node is None:
+            raise PlanError(f"{spec.name} {name!r}: node {node_id} is gone")  # deleted while this step ran
         _update_entity(plan, spec, node, values, anchor)
     for n in map(normalize_name, names):
         plan.typed[(spec.name, n)] = node_id
@@ -166,7 +168,7 @@ def _update_entity(plan: Plan, spec: TypeSpec, node: Node, values: dict[str, str
         pending["set_fields"].update(changes)
         pending["clear_fields"] = sorted(set(pending["clear_fields"]) | set(clears))
         return
-    op = {"op": "update_node", "id": node.id, "set_fields": changes, "clear_fields": clears}
+    op: dict[str, Any] = {"op": "update_node", "id": node.id, "set_fields": changes, "clear_fields": clears}
     if anchor > node.floor_to:
         op["floor_to"] = anchor
     if changes or clears or "floor_to" in op:
@@ -211,7 +213,7 @@ def _resolve(plan: Plan, graph: GraphView, name: str, where: str) -> str:
 class _NumberSource:
     """Titles for event nodes: the type's template with {n} increasing per chat ("Summary 1", "Summary 2"...)."""
 
-    def __init__(self, spec: TypeSpec, graph: GraphView):
+    def __init__(self, spec: TypeSpec, graph: GraphView) -> None:
         self.template = spec.title_template
         self.spec = spec
         self.next = 1
@@ -225,5 +227,7 @@ class _NumberSource:
             title = self.template.replace("{n}", str(self.next))
             self.next += 1
             return title
-        first = next((values[f] for f in self.spec.required_fields if values.get(f)), None) or next(iter(values.values()), "")
+        first = next((values[f] for f in self.spec.required_fields if values.get(f)), None) or next(
+            iter(values.values()), ""
+        )
         return first if len(first) <= 80 else first[:79] + "…"

@@ -6,6 +6,7 @@ it back to the model)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from curator.schemas import Schema
 
@@ -18,7 +19,19 @@ def story_clock(graph: GraphView) -> StoryClock:
     return StoryClock(graph.story_segments())
 
 
-def apply_story(plan, schema: Schema, graph: GraphView, anchor: int, resolve: Callable) -> None:
+class StoryPlan(Protocol):
+    """What the story fields need of an extraction plan (`curator.extract.plan.Plan`)."""
+
+    ops: list[dict[str, Any]]
+    story_items: list[tuple[str, str, Any]]
+    _creates: dict[str, dict[str, Any]]
+    _updates: dict[str, dict[str, Any]]
+
+
+Resolve = Callable[[Any, GraphView, str, str], str]  # (plan, graph, name, where) -> node id
+
+
+def apply_story(plan: StoryPlan, schema: Schema, graph: GraphView, anchor: int, resolve: Resolve) -> None:
     """Set scope and story_time on the ops of `plan.story_items`, and add the `knows` links."""
     clock = story_clock(graph)
     knowledge = schema.relation(KNOWS) is not None
@@ -36,7 +49,8 @@ def apply_story(plan, schema: Schema, graph: GraphView, anchor: int, resolve: Ca
             if owner_id == node_id:
                 raise StoryInputError(f"{where}.pov: a memory cannot be its own point of view; name the character")
         if owner is not None or region is not None:
-            current = {} if node_id in plan._creates else (graph.get(node_id).scope or {})
+            known = graph.get(node_id)
+            current = {} if node_id in plan._creates or known is None else (known.scope or {})
             owner = owner or current.get("owner")  # an update changes only what it gives
             scope = {"layer": "pov" if owner else "objective", "owner": owner,
                      "region": region or current.get("region")}
@@ -50,7 +64,7 @@ def apply_story(plan, schema: Schema, graph: GraphView, anchor: int, resolve: Ca
                                  "valid_from": anchor})
 
 
-def _title(plan, graph: GraphView, node_id: str) -> str | None:
+def _title(plan: StoryPlan, graph: GraphView, node_id: str) -> str | None:
     op = plan._creates.get(node_id)
     if op is not None:
         fields = op.get("fields", {})
@@ -59,7 +73,8 @@ def _title(plan, graph: GraphView, node_id: str) -> str | None:
     return node.title if node else None
 
 
-def _set(plan, graph: GraphView, node_id: str, scope: dict | None, story: dict | None) -> None:
+def _set(plan: StoryPlan, graph: GraphView, node_id: str, scope: dict[str, Any] | None,
+         story: dict[str, Any] | None) -> None:
     if scope is None and story is None:
         return
     op = plan._creates.get(node_id) or plan._updates.get(node_id)

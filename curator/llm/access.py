@@ -16,12 +16,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from curator.llm.records import CallRecord
 
 if TYPE_CHECKING:  # nothing heavy at import: the library's face imports `Models`
     from pydantic_ai.models import Model
+    from pydantic_ai.settings import ModelSettings
 
     from curator.llm.models import RateLimiter
     from curator.settings import ModelProfile, Settings, Task
@@ -69,7 +70,7 @@ class TaskModel:
     """The model of one task: `given` (it replaces the configured one), else the task's profile's. `label` is the
     task name calls are recorded under (default: the task)."""
 
-    def __init__(self, settings: Settings, task: Task, given: Model | None = None, label: str | None = None):
+    def __init__(self, settings: Settings, task: Task, given: Model | None = None, label: str | None = None) -> None:
         self.settings, self.task, self.given, self.label = settings, task, given, label or task
 
     @property
@@ -81,7 +82,7 @@ class TaskModel:
         """Whether a call could be made: a model is given or the task has a profile."""
         return self.given is not None or self.profile is not None
 
-    def agent_settings(self) -> dict[str, Any] | None:
+    def agent_settings(self) -> ModelSettings | None:
         """The profile's request settings (temperature, max tokens) for an agent; None for a given model."""
         from curator.llm.models import model_settings
 

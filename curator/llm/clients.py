@@ -19,6 +19,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic_ai.models import Model
 
@@ -26,7 +27,7 @@ from curator.settings import ModelProfile
 
 @dataclass
 class _Entry:
-    loop: weakref.ref
+    loop: weakref.ref[Any]
     model: Model
 
 
@@ -34,10 +35,10 @@ class ModelCache:
     """One model per (profile, running event loop). Thread-safe; a model is handed out only inside the loop it
     was built for. `builds` counts the models built (tests)."""
 
-    def __init__(self, build: Callable[[ModelProfile], Model] | None = None):
+    def __init__(self, build: Callable[[ModelProfile], Model] | None = None) -> None:
         self._build = build
         self._lock = threading.Lock()
-        self._entries: dict[tuple, _Entry] = {}
+        self._entries: dict[tuple[Any, ...], _Entry] = {}
         self.builds = 0
 
     def get(self, profile: ModelProfile) -> Model:

@@ -11,10 +11,13 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import httpx2
-from pydantic_ai.models import Model
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.models.wrapper import WrapperModel
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     retry_if_exception_type,
     retry_if_result,
     stop_after_attempt,
@@ -60,7 +63,7 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
     on an error answer, that answer is returned, so the SDK reports the real status and body."""
 
     def __init__(self, max_attempts: int = 4, max_total_seconds: float = 180.0, max_wait: float = 60.0,
-                 wrapped: httpx2.AsyncBaseTransport | None = None, sleep: Sleep = asyncio.sleep):
+                 wrapped: httpx2.AsyncBaseTransport | None = None, sleep: Sleep = asyncio.sleep) -> None:
         if wrapped is None:  # one SSL context per process: making one costs ~17 ms CPU (see curator/llm/tls.py)
             wrapped = httpx2.AsyncHTTPTransport(verify=shared_ssl_context())
         self.wrapped = wrapped
@@ -68,7 +71,7 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
         self.sleep = sleep
         self._backoff = wait_exponential(multiplier=0.5, min=0.5, max=max_wait)
 
-    def _wait(self, state) -> float:
+    def _wait(self, state: RetryCallState) -> float:
         outcome = state.outcome
         if outcome is not None and not outcome.failed:
             asked = retry_after_seconds(outcome.result().headers)
@@ -77,7 +80,7 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
         return self._backoff(state)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        async def close_before_retry(state) -> None:
+        async def close_before_retry(state: RetryCallState) -> None:
             if state.outcome is not None and not state.outcome.failed:
                 response = state.outcome.result()
                 await response.aread()
@@ -90,10 +93,11 @@ class RetryingTransport(httpx2.AsyncBaseTransport):
             stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_total_seconds),
             sleep=self.sleep,
             before_sleep=close_before_retry,
-            retry_error_callback=lambda state: state.outcome.result(),  # out of retries: hand back the last answer
+            retry_error_callback=_last_answer,  # out of retries: hand back the last answer
             reraise=True,
         )
-        return await retrying(self.wrapped.handle_async_request, request)
+        response: httpx2.Response = await retrying(self.wrapped.handle_async_request, request)
+        return response
 
     async def aclose(self) -> None:
         await self.wrapped.aclose()
@@ -105,7 +109,7 @@ class RateLimiter:
     one profile (`curator.llm.access.limiter_for`): each request reserves its slot under a thread lock, then waits
     for it on its own loop, so one limiter serves any number of threads and event loops."""
 
-    def __init__(self, rpm: int, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep):
+    def __init__(self, rpm: int, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
         self.interval = 60.0 / rpm if rpm > 0 else 0.0
         self.clock, self.sleep = clock, sleep
         self._next = 0.0
@@ -122,15 +126,23 @@ class RateLimiter:
             await self.sleep(start - now)
 
 
+def _last_answer(state: RetryCallState) -> httpx2.Response:
+    if state.outcome is None:  # tenacity calls it after an attempt, never before
+        raise RuntimeError("no attempt was made")
+    response: httpx2.Response = state.outcome.result()
+    return response
+
+
 class MeteredModel(WrapperModel):
     """Wraps a model: waits for the rate limiter, then times and records every request, failed or not."""
 
     def __init__(self, wrapped: Model, task: str, sink: Callable[[CallRecord], None],
-                 limiter: RateLimiter | None = None):
+                 limiter: RateLimiter | None = None) -> None:
         super().__init__(wrapped)
         self.task, self.sink, self.limiter = task, sink, limiter or RateLimiter(0)
 
-    async def request(self, messages, model_settings, model_request_parameters):
+    async def request(self, messages: list[ModelMessage], model_settings: ModelSettings | None,
+                      model_request_parameters: ModelRequestParameters) -> ModelResponse:
         await self.limiter.wait()
         started = time.perf_counter()
         try:
@@ -162,9 +174,8 @@ def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | No
 
         # The Cohere SDK speaks httpx (not httpx2) and keeps its own retry layer; ours stays out of its way.
         if profile.base_url:
-
-            client = AsyncClientV2(api_key=profile.api_key(), base_url=profile.base_url, timeout=profile.timeout)
-            return CohereModel(profile.model, provider=CohereProvider(cohere_client=client))
+            cohere_client = AsyncClientV2(api_key=profile.api_key(), base_url=profile.base_url, timeout=profile.timeout)
+            return CohereModel(profile.model, provider=CohereProvider(cohere_client=cohere_client))
         return CohereModel(profile.model, provider=CohereProvider(api_key=profile.api_key()))
 
     from openai import AsyncOpenAI
@@ -179,8 +190,8 @@ def build_model(profile: ModelProfile, transport: httpx2.AsyncBaseTransport | No
     return SchemaCachingChatModel(profile.model, provider=OpenAIProvider(openai_client=client))
 
 
-def model_settings(profile: ModelProfile) -> dict:
-    settings: dict = {}  # the per-request timeout lives in the client the profile builds
+def model_settings(profile: ModelProfile) -> ModelSettings:
+    settings: ModelSettings = {}  # the per-request timeout lives in the client the profile builds
     if profile.temperature is not None:
         settings["temperature"] = profile.temperature
     if profile.max_tokens is not None:

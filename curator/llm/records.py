@@ -4,6 +4,7 @@ that recall and ingest can count costs without importing pydantic_ai."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Usage:
         self.failed_calls += other.failed_calls
         return self
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "latency_ms": round(self.latency_ms, 1), "failed_calls": self.failed_calls}
 

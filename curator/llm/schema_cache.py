@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import replace
+from typing import Any
 
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -20,7 +21,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 MAX_KEPT = 64  # distinct tool sets kept per model (a chat's schema, per cadence: a handful)
 
 
-def _content(value) -> object:
+def _content(value: object) -> object:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     return repr(value)
@@ -35,9 +36,10 @@ def fingerprint(params: ModelRequestParameters) -> str:
 class SchemaCachingChatModel(OpenAIChatModel):
     """`OpenAIChatModel` whose `customize_request_parameters` reuses its earlier answer for the same tools."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._customized: dict[str, tuple] = {}
+        # fingerprint -> (function tools, output tools, output object) as the transform left them
+        self._customized: dict[str, tuple[list[Any], list[Any], Any]] = {}
         self.schema_transforms = 0  # how many times the transform ran (tests)
 
     def customize_request_parameters(self, model_request_parameters: ModelRequestParameters) -> ModelRequestParameters:

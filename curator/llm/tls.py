@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import ssl
 import threading
+from typing import Any
 
 import httpx2
 
 _ssl_lock = threading.Lock()
-_ssl_contexts: dict[tuple, ssl.SSLContext] = {}
+_ssl_contexts: dict[tuple[Any, ...], ssl.SSLContext] = {}
 
 
 def shared_ssl_context() -> ssl.SSLContext:

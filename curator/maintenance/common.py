@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry, RunContext, ToolOutput
@@ -20,8 +20,10 @@ from curator.prompts import prompts_for
 from curator.extract.extractor import failure_reason
 from curator.store.graph import Node
 from curator.llm.access import TaskModel
-from curator.llm.models import LLMTrace, Usage
-from curator.settings import Settings
+from curator.llm.records import LLMTrace, Usage
+from curator.maintenance_settings import MaintenanceSettings
+from curator.settings import Settings, Task
+from curator.store.queries import GraphView
 from curator.store.commit_log import last_anchor, last_floor
 from curator.store.store import CommitRecord, Store
 from curator.llm.usage import log_calls
@@ -30,7 +32,8 @@ if TYPE_CHECKING:
     from curator.vectors.index import VectorIndex
 
 Progress = Callable[[int, int], None]
-TASK = "maintain"
+TASK: Task = "maintain"
+T = TypeVar("T")
 
 
 @dataclass
@@ -54,7 +57,7 @@ class MaintenanceReport:
     def ok(self) -> bool:
         return self.error is None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "chat": self.chat_id, "ok": self.ok, "anchor_floor": self.anchor_floor,
                 "dry_run": self.dry_run, "skipped": self.skipped, "error": self.error, "commits": self.commits,
                 "changes": self.changes, "details": self.details, "usage": self.usage.to_dict(),
@@ -81,7 +84,8 @@ class Job:
     `model` replaces the configured `maintain` profile (tests, scripted runs)."""
 
     def __init__(self, op: str, store: Store, settings: Settings, chat_id: str, *, model: Model | None = None,
-                 index: Callable[[], VectorIndex] | None = None, anchor: int | None = None, task: str = TASK):
+                 index: Callable[[], VectorIndex] | None = None, anchor: int | None = None,
+                 task: Task = TASK) -> None:
         store.chat(chat_id)  # a clear error for an unknown chat before anything else
         self.store, self.chat_id = store, chat_id
         self.prompts = prompts_for(store.data_dir)  # the data directory's own templates over the shipped ones
@@ -95,17 +99,17 @@ class Job:
         self.request_limit: int | None = None  # model requests this job may make (None: no cap)
         self.backoff: dict[str, tuple[int, int]] = {}  # see Maintainer
         self._started = time.perf_counter()
-        self._agents: dict[int, Agent] = {}
+        self._agents: dict[int, Agent[_Check, Any]] = {}
 
     @property
-    def cfg(self):
+    def cfg(self) -> MaintenanceSettings:
         return self.settings.maintenance
 
     @property
     def anchor(self) -> int:
         return self.report.anchor_floor or 0
 
-    def graph(self):
+    def graph(self) -> GraphView:
         return self.store.graph(self.chat_id)
 
     def index(self) -> VectorIndex:
@@ -124,9 +128,11 @@ class Job:
         failing the job; it raises ValueError when there is nothing to keep."""
         agent = self._agents.get(id(output_type))
         if agent is None:
-            agent = Agent(None, output_type=ToolOutput(output_type, name="answer", description="Give your answer."),
-                          deps_type=_Check, system_prompt=system, retries={"output": self.cfg.output_retries},
-                          model_settings=self._model.agent_settings())
+            agent = Agent[_Check, Any](None, output_type=ToolOutput(output_type, name="answer",
+                                                                    description="Give your answer."),
+                                       deps_type=_Check, system_prompt=system,
+                                       retries={"output": self.cfg.output_retries},
+                                       model_settings=self._model.agent_settings())
             agent.output_validator(_validate)
             self._agents[id(output_type)] = agent
         model = self._model.metered(self.trace)
@@ -142,7 +148,7 @@ class Job:
             raise CallCapReached() from None
         return result.output
 
-    def commit(self, ops: list, note: str) -> CommitRecord | None:
+    def commit(self, ops: list[Any], note: str) -> CommitRecord | None:
         if not ops:
             return None
         record = self.store.commit(self.chat_id, ops, self.anchor, "maintenance", note=note)
@@ -176,26 +182,27 @@ class _Check:
     settle: Callable[[Any], Any] | None = None
 
 
-def _validate(ctx: RunContext[_Check], answer):
+def _validate(ctx: RunContext[_Check], answer: T) -> T:
     if ctx.deps.check is not None:
         try:
             ctx.deps.check(answer)
         except ValueError as exc:
             if ctx.deps.settle is not None and ctx.retry >= ctx.max_retries:  # the last try: keep what can be kept
                 try:
-                    return ctx.deps.settle(answer)
+                    settled: T = ctx.deps.settle(answer)  # an answer of the same model, made acceptable
+                    return settled
                 except ValueError:
                     pass
             raise ModelRetry(str(exc)) from None
     return answer
 
 
-async def gather_limited(limit: int, jobs: list[Callable[[], Awaitable]]) -> list:
+async def gather_limited(limit: int, jobs: list[Callable[[], Awaitable[T]]]) -> list[T]:
     """Run `jobs` (functions making coroutines, so one never started is never created) at most `limit` at a
     time; results in order; the first failure cancels the rest."""
     gate = asyncio.Semaphore(limit)
 
-    async def run(make):
+    async def run(make: Callable[[], Awaitable[T]]) -> T:
         async with gate:
             return await make()
 

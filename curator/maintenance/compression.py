@@ -6,7 +6,8 @@ keeps what the levels below it already did, and a rollback below the commit's fl
 from __future__ import annotations
 
 from collections import defaultdict
-from functools import lru_cache
+from functools import lru_cache, partial
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -25,7 +26,7 @@ class _Answer(BaseModel):
 def summary_model(spec: TypeSpec) -> type[BaseModel]:
     """The answer for one batch: the type's fields (required ones required), and a title when the type has no
     field that gives one."""
-    fields: dict = {}
+    fields: dict[str, Any] = {}
     if spec.title_field is None:
         fields["title"] = (str, Field(description="a short title for the summary, at most 60 characters"))
     for f in spec.fields:
@@ -41,7 +42,7 @@ def plan_batches(nodes: list[Node], spec: TypeSpec, level: int) -> list[list[Nod
     per region: the extractor gives most events one, and a story that moves through many places would then never
     fold (a summary keeps its children's region only when they share one)."""
     c = spec.compression
-    groups: dict[tuple, list[Node]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[Node]] = defaultdict(list)
     for node in sorted(nodes, key=lambda n: (n.floor_from, n.floor_to, n.id)):
         groups[(node.scope.get("layer"), node.scope.get("owner"))].append(node)
     batches = []
@@ -86,7 +87,7 @@ async def compress(job: Job, types: list[str] | None = None, progress: Progress 
                     progress(done[0], total)
                 return op
 
-            ops = await gather_limited(job.cfg.compression.concurrency, [lambda b=b: fold(b) for b in batches])
+            ops = await gather_limited(job.cfg.compression.concurrency, [partial(fold, b) for b in batches])
             record = job.commit(ops, f"compress {spec.name} level {level}: {len(ops)} summaries")
             for op, batch in zip(record.ops if record else [], batches):
                 job.report.changes.append({"action": "compact", "type": spec.name, "level": level + 1,

@@ -8,7 +8,7 @@ an optional evolution of its neighbours; the decisions land as one commit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -78,7 +78,9 @@ def compatible(a: Node, b: Node) -> bool:
 
 def _names(job: Job, node: Node) -> set[str]:
     spec = job.schema.type(node.type)
-    names = {normalize_name(node.title)} | {normalize_name(node.fields.get(f, "")) for f in (spec.primary_key if spec else ())}
+    names = {normalize_name(node.title)} | {
+        normalize_name(node.fields.get(f, "")) for f in (spec.primary_key if spec else ())
+    }
     names.discard("")
     return names
 
@@ -106,9 +108,10 @@ def gather_candidates(job: Job, nodes: list[Node]) -> list[Candidate]:
                     candidate.score, candidate.by = 1.0, "name"
         where = {"$and": [{"type": node.type}, {"archived": False}]}
         for other_id, similarity in index.neighbours(job.chat_id, node.id, k + len(new_ids), where=where):
-            other = graph.get(other_id)
-            if other is None or other.archived or other.id in new_ids or not compatible(node, other):
+            near = graph.get(other_id)
+            if near is None or near.archived or near.id in new_ids or not compatible(node, near):
                 continue
+            other = near
             if any(o.id == other.id for o, _ in candidate.neighbours):
                 continue
             candidate.neighbours.append((other, similarity))
@@ -222,9 +225,9 @@ def _unknown_fields(job: Job, target: Node, values: dict[str, str], who: str) ->
         if bad else []
 
 
-def _plan(job: Job, answer: Decisions, by_id: dict[str, Candidate]) -> tuple[list, list[dict]]:
-    ops: list = []
-    changes: list[dict] = []
+def _plan(job: Job, answer: Decisions, by_id: dict[str, Candidate]) -> tuple[list[Any], list[dict[str, Any]]]:
+    ops: list[Any] = []
+    changes: list[dict[str, Any]] = []
     strength = job.cfg.consolidation.evolution_strength
     related = job.schema.relation("related") is not None
     updated: dict[str, dict[str, str]] = {}  # neighbour -> fields as this commit leaves them
@@ -241,7 +244,7 @@ def _plan(job: Job, answer: Decisions, by_id: dict[str, Candidate]) -> tuple[lis
             changes.append({"action": "contradicts", "node": node.id, "target": d.merge_target_id,
                             "reason": d.reason})
         elif d.action == "merge":
-            target = neighbours[d.merge_target_id]
+            target = neighbours[d.merge_target_id or ""]
             current = updated.setdefault(target.id, dict(target.fields))
             fields = {k: v for k, v in d.merged_fields.items() if v.strip() and current.get(k) != v} \
                 or {k: v for k, v in node.fields.items() if v.strip() and not current.get(k, "").strip()}
@@ -254,7 +257,7 @@ def _plan(job: Job, answer: Decisions, by_id: dict[str, Candidate]) -> tuple[lis
             changes.append({"action": "merge", "node": node.id, "target": target.id, "fields": sorted(fields),
                             "reason": d.reason})
         else:
-            change: dict = {"action": "keep", "node": node.id, "reason": d.reason}
+            change: dict[str, Any] = {"action": "keep", "node": node.id, "reason": d.reason}
             if d.evolution:
                 if related:
                     ops += [Link(source=node.id, target=other, relation="related", strength=strength)
@@ -275,9 +278,9 @@ def _plan(job: Job, answer: Decisions, by_id: dict[str, Candidate]) -> tuple[lis
     return ops, changes
 
 
-def _move_edges(job: Job, old: str, new: str) -> list:
+def _move_edges(job: Job, old: str, new: str) -> list[Any]:
     """Ops that re-attach the edges of a merged node to its target (skipping any that would loop)."""
-    ops: list = []
+    ops: list[Any] = []
     for edge in job.graph().edges(old):
         source = new if edge.source == old else edge.source
         target = new if edge.target == old else edge.target

@@ -16,19 +16,20 @@ the new fact's floor (or where the conflict was found, if later), undone by a ro
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from curator.errors import CuratorError, NotFound
 from curator.store.commit_log import touching
-from curator.store.graph import Node
-from curator.store.ops import ArchiveNode, Link, Unlink
+from curator.store.graph import Edge, Node
+from curator.store.ops import AnyOp, ArchiveNode, Link, Unlink
+from curator.store.queries import GraphView
 from curator.store.store import CommitRecord, Store
 
 Resolution = Literal["supersede", "keep_both", "drop"]
 RESOLUTIONS: tuple[Resolution, ...] = ("supersede", "keep_both", "drop")
 
 
-def _side(node: Node) -> dict:
+def _side(node: Node) -> dict[str, Any]:
     return {"id": node.id, "type": node.type, "title": node.title, "fields": node.fields,
             "floors": [node.floor_from, node.floor_to], "story_time": node.story_time}
 
@@ -38,12 +39,20 @@ def _order(a: Node, b: Node) -> tuple[Node, Node]:
     return (a, b) if (a.floor_to, a.created_at, a.id) >= (b.floor_to, b.created_at, b.id) else (b, a)
 
 
-def open_contradictions(store: Store, chat_id: str) -> list[dict]:
+def _sides(graph: GraphView, edge: Edge) -> tuple[Node, Node]:
+    """(new, old) of an open contradiction (`GraphView.contradictions` gives only links whose nodes both exist)."""
+    a, b = graph.get(edge.source), graph.get(edge.target)
+    if a is None or b is None:
+        raise NotFound(f"contradiction {edge.id}: a node it joins is gone")
+    return _order(a, b)
+
+
+def open_contradictions(store: Store, chat_id: str) -> list[dict[str, Any]]:
     """The inbox: each open contradiction with its id (the link's), the new fact and the stored one."""
     graph = store.graph(chat_id)
     out = []
     for edge in graph.contradictions():
-        new, old = _order(graph.get(edge.source), graph.get(edge.target))
+        new, old = _sides(graph, edge)
         out.append({"id": edge.id, "new": _side(new), "old": _side(old), "found_at_floor": edge.valid_from,
                     "actions": list(RESOLUTIONS)})
     return out
@@ -59,8 +68,8 @@ def resolve(store: Store, chat_id: str, contradiction_id: str, action: str) -> C
         raise NotFound(f"no open contradiction {contradiction_id!r} in chat {chat_id!r}",
                        "List them with `curator contradictions --chat ID` (GET /chats/{id}/contradictions).")
     schema = store.chat(chat_id).schema
-    new, old = _order(graph.get(edge.source), graph.get(edge.target))
-    ops: list = [Unlink(id=edge.id)]
+    new, old = _sides(graph, edge)
+    ops: list[AnyOp] = [Unlink(id=edge.id)]
     if action == "supersede":
         ops.append(ArchiveNode(id=old.id))
         if schema.relation("updates") is not None:

@@ -28,7 +28,7 @@ def retention(importance: float, age_hours: float, access_count: int | None) -> 
 def age_hours(job: Job, node: Node, now: datetime, head: int) -> float:
     cfg = job.cfg.forgetting
     if cfg.age == "floors":
-        return max(0, head - node.floor_to) / cfg.floors_per_hour
+        return max(0, head - node.floor_to) / float(cfg.floors_per_hour)
     created = datetime.fromisoformat(node.created_at)
     if created.tzinfo is None:
         created = created.replace(tzinfo=UTC)

@@ -4,12 +4,13 @@ the commit log's undo records, so evolution and merges keep every previous text 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from curator.store.commit_log import touching
 from curator.store.store import Store
 
 
-def node_history(store: Store, chat_id: str, node_id: str) -> list[dict]:
+def node_history(store: Store, chat_id: str, node_id: str) -> list[dict[str, Any]]:
     """Oldest first: {commit, origin, at, anchor_floor, note, before} where `before` is the node's title and
     fields before the commit (None when the commit created it)."""
     store.chat(chat_id)

@@ -15,6 +15,7 @@ that per level above, i.e. about half a call per step on a long chat.
 from __future__ import annotations
 
 from curator.schemas import Schema
+from curator.settings import Task
 
 from curator.maintenance.common import MaintenanceReport
 from curator.maintenance.compression import compressible_types, plan_batches
@@ -22,7 +23,7 @@ from curator.maintenance.runner import Maintainer
 from curator.store.queries import GraphView
 from curator.store.store import Store
 
-TASK = "summarize"
+TASK: Task = "summarize"
 
 
 def types_over_threshold(store: Store, chat_id: str, schema: Schema) -> list[str]:
@@ -41,7 +42,9 @@ def types_over_threshold(store: Store, chat_id: str, schema: Schema) -> list[str
     return due
 
 
-RETRY_AFTER = 10  # floors to wait after a failed compression before trying again (a broken model is not paid every step)
+RETRY_AFTER = (
+    10  # floors to wait after a failed compression before trying again (a broken model is not paid every step)
+)
 
 
 async def compress_due(maintainer: Maintainer, chat_id: str, anchor: int,

@@ -10,6 +10,7 @@ as story direction, not memory) when `planner.inject` is on; the panel and `cura
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -63,7 +64,7 @@ async def plan(job: Job, seq: int | None = None) -> None:
     job.report.changes.append({"action": "plan", "beats": beats})
 
 
-def _check(limit: int):
+def _check(limit: int) -> Callable[[Beats], None]:
     def check(answer: Beats) -> None:
         beats = [b for b in answer.beats if b.strip()]
         if not beats:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -19,7 +20,7 @@ class _Answer(BaseModel):
 
 @lru_cache(maxsize=16)
 def reflection_model(spec: TypeSpec) -> type[BaseModel]:
-    fields: dict = {
+    fields: dict[str, Any] = {
         "write": (bool, Field(description="false when the memories show no new long-term pattern")),
         "evidence": (list[str], Field(default_factory=list, description="ids of the memories it rests on")),
     }
@@ -47,7 +48,7 @@ async def reflect(job: Job, force: bool = False) -> None:
     ids = {n.id for n in recent}
     relation = "evidence" if job.schema.relation("evidence") else "related" if job.schema.relation("related") else None
 
-    def check(answer) -> None:
+    def check(answer: Any) -> None:
         if not answer.write:
             return
         values = _values(answer, spec)
@@ -74,8 +75,16 @@ async def reflect(job: Job, force: bool = False) -> None:
     title = values.get(spec.title_field) if spec.title_field else None
     first = next(iter(values.values()))
     node_id = new_node_id()
-    ops: list = [CreateNode(id=node_id, type=spec.name, title=title or (first if len(first) <= 80 else first[:79] + "…"),
-                            fields=values, floor_from=min(floors), floor_to=max(floors))]
+    ops: list[Any] = [
+        CreateNode(
+            id=node_id,
+            type=spec.name,
+            title=title or (first if len(first) <= 80 else first[:79] + "…"),
+            fields=values,
+            floor_from=min(floors),
+            floor_to=max(floors),
+        )
+    ]
     if relation is not None:  # the evidence points at the reflection it supports
         ops += [Link(source=e, target=node_id, relation=relation, strength=0.8) for e in evidence]
     job.commit(ops, f"reflection on {len(evidence)} memories")
@@ -83,5 +92,5 @@ async def reflect(job: Job, force: bool = False) -> None:
                                "relation": relation, "fields": values})
 
 
-def _values(answer, spec: TypeSpec) -> dict[str, str]:
+def _values(answer: BaseModel, spec: TypeSpec) -> dict[str, str]:
     return {f.name: v.strip() for f in spec.fields if isinstance(v := getattr(answer, f.name), str) and v.strip()}

@@ -4,14 +4,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pydantic_ai.models import Model
 
 from curator.errors import CuratorError
-from curator.settings import Settings
+from curator.settings import Settings, Task
+from curator.store.graph import Node
 from curator.store.store import Store
 from curator.maintenance.common import Job, MaintenanceReport, Progress
 from curator.maintenance.compression import compress
@@ -32,20 +33,21 @@ class Maintainer:
     the model requests of each job started (the scheduled passes after one step share `max_calls_per_step`)."""
 
     def __init__(self, store: Store, settings: Settings, model: Model | None = None,
-                 index: Callable[[], VectorIndex] | None = None, backoff: dict[str, tuple[int, int]] | None = None):
+                 index: Callable[[], VectorIndex] | None = None,
+                 backoff: dict[str, tuple[int, int]] | None = None) -> None:
         self.store, self.settings, self.model, self.index = store, settings, model, index
         self.backoff = backoff if backoff is not None else {}
         self.request_limit: int | None = None
         self.plan_model: Model | None = None  # replaces the configured `plan` profile (the plot planner)
         self.scripted = False  # after a step of a scripted run: only the passes given a model run
 
-    def job(self, op: str, chat_id: str, anchor: int | None = None, task: str = "maintain") -> Job:
+    def job(self, op: str, chat_id: str, anchor: int | None = None, task: Task = "maintain") -> Job:
         model = self.plan_model if task == "plan" else self.model
         job = Job(op, self.store, self.settings, chat_id, model=model, index=self.index, anchor=anchor, task=task)
         job.request_limit, job.backoff = self.request_limit, self.backoff
         return job
 
-    async def _run(self, job: Job, work) -> MaintenanceReport:
+    async def _run(self, job: Job, work: Awaitable[object]) -> MaintenanceReport:
         try:
             await work
         except CuratorError as exc:
@@ -59,7 +61,7 @@ class Maintainer:
         return job.finish()
 
     async def compact(self, chat_id: str, types: list[str] | None = None, progress: Progress | None = None,
-                      anchor: int | None = None, task: str = "maintain") -> MaintenanceReport:
+                      anchor: int | None = None, task: Task = "maintain") -> MaintenanceReport:
         job = self.job("compact", chat_id, anchor, task)
         return await self._run(job, compress(job, types, progress))
 
@@ -102,7 +104,7 @@ class Maintainer:
         return await self._run(job, work())
 
     @staticmethod
-    def _nodes(job: Job, steps: int, node_ids: list[str] | None):
+    def _nodes(job: Job, steps: int, node_ids: list[str] | None) -> list[Node]:
         if node_ids is None:
             return new_nodes_of_steps(job, steps)
         graph = job.graph()
@@ -111,4 +113,4 @@ class Maintainer:
         if missing:
             raise CuratorError(f"no node(s) {', '.join(missing)} in chat {job.chat_id!r}",
                                "List nodes with `curator show --chat ID`.")
-        return [n for n in nodes if not n.archived]
+        return [n for n in nodes if n is not None and not n.archived]

@@ -9,9 +9,10 @@ from __future__ import annotations
 from curator.extract.extractor import ExtractionResult
 from curator.maintenance.common import MaintenanceReport
 from curator.maintenance.runner import Maintainer
+from curator.settings import Settings
 
 
-def due_jobs(settings, seq: int) -> list[str]:
+def due_jobs(settings: Settings, seq: int) -> list[str]:
     """The jobs due after the extraction with this seq, in the order they run."""
     cfg = settings.maintenance
     if not cfg.auto:
@@ -55,10 +56,11 @@ async def after_extraction(maintainer: Maintainer, result: ExtractionResult) -> 
     return reports
 
 
-async def _scheduled(maintainer: Maintainer, result: ExtractionResult, settings, due: list[str]) -> list:
+async def _scheduled(maintainer: Maintainer, result: ExtractionResult, settings: Settings,
+                     due: list[str]) -> list[MaintenanceReport]:
     if not due:
         return []
-    reports = []
+    reports: list[MaintenanceReport] = []
     has_model = maintainer.job("schedule", result.chat_id, anchor=result.floor).has_model()
     cap, used = settings.maintenance.max_calls_per_step, 0
     for name in due:
@@ -84,7 +86,8 @@ async def _scheduled(maintainer: Maintainer, result: ExtractionResult, settings,
 
 async def _run_job(maintainer: Maintainer, name: str, result: ExtractionResult) -> MaintenanceReport:
     if name == "consolidate":
-        nodes = [op["id"] for op in result.commit.ops if op["op"] == "create_node"]
+        ops = result.commit.ops if result.commit is not None else []
+        nodes = [op["id"] for op in ops if op["op"] == "create_node"]
         return await maintainer.consolidate(result.chat_id, node_ids=nodes, anchor=result.floor)
     if name == "summarize":
         return await maintainer.summarize(result.chat_id, force=False, anchor=result.floor)

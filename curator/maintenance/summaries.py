@@ -13,6 +13,7 @@ at most the newest `2 x small_every` extractions, so the span of a failed one is
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -103,6 +104,8 @@ async def _small(job: Job, field: str, steps: list[tuple[int, int, list[str]]]) 
                                     fields={field: answer.text.strip()}, floor_from=floor_from, floor_to=floor_to,
                                     level=0)],
                         f"{SMALL_NOTE}: extractions {seq_from}-{seq_to}, floors {floor_from}-{floor_to}")
+    if record is None:
+        return
     job.report.changes.append({"action": "small_summary", "node": record.ops[0]["id"], "kind": "small",
                                "extractions": [seq_from, seq_to], "floors": [floor_from, floor_to]})
 
@@ -129,8 +132,9 @@ async def _rollup(job: Job, field: str) -> None:
         record = job.commit([Compact(type=cfg.type, title=title, fields={field: answer.text.strip()},
                                      children=[n.id for n in batch])],
                             f"summary rollup: level {level} -> {level + 1}, {len(batch)} synopses")
-        job.report.changes.append({"action": "rollup", "node": record.ops[0]["id"], "kind": "rollup",
-                                   "level": level + 1, "folded": [n.id for n in batch]})
+        if record is not None:
+            job.report.changes.append({"action": "rollup", "node": record.ops[0]["id"], "kind": "rollup",
+                                       "level": level + 1, "folded": [n.id for n in batch]})
 
 
 def _span(batch: list[Node]) -> str:
@@ -164,7 +168,7 @@ def note_outcome(job: Job) -> None:
         job.backoff.pop(job.chat_id, None)
 
 
-def _clip(lo: int, hi: int):
+def _clip(lo: int, hi: int) -> Callable[[SummaryText], SummaryText]:
     """On the last try: a synopsis too long is cut at its last sentence end within the bound (or at a word);
     one too short but not empty is kept as it is."""
     def settle(answer: SummaryText) -> SummaryText:
@@ -180,7 +184,7 @@ def _clip(lo: int, hi: int):
     return settle
 
 
-def _length(lo: int, hi: int):
+def _length(lo: int, hi: int) -> Callable[[SummaryText], None]:
     def check(answer: SummaryText) -> None:
         size = len(answer.text.strip())
         if not lo <= size <= hi:

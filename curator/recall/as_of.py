@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from curator.dates import date_windows
 from curator.errors import CuratorError
@@ -33,6 +34,11 @@ from curator.store.scratch import copy_graph, rewind
 from curator.store.story_time import parse_segment
 from curator.store.store import Store
 from curator.vectors.documents import node_document
+
+if TYPE_CHECKING:
+    from curator.prompts import Prompts
+    from curator.recall.engine import Recaller
+    from curator.settings import RecallSettings
 
 _KEY = re.compile(r"^\d{4}-\d{2}-\d{2}\.\d{4}$")
 MENTION_BONUS = 1.0  # a node the question names (as in hybrid recall)
@@ -49,7 +55,7 @@ class StoryPoint:
     label: str | None
     floor: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"asked": self.asked, "story_time": self.label, "segment": self.key, "floor": self.floor}
 
 
@@ -119,7 +125,7 @@ def graph_at(store: Store, chat_id: str, floor: int) -> Iterator[GraphView]:
         conn.close()
 
 
-def fact_spans(store: Store, chat_id: str, node_id: str) -> list[dict]:
+def fact_spans(store: Store, chat_id: str, node_id: str) -> list[dict[str, Any]]:
     """A node's values over story time, oldest first: {title, fields, from, to} with `from`/`to` as {floor,
     story_time, segment} (`to` None: it still holds). A span ends where the node changed or was archived."""
     node = store.graph(chat_id).get(node_id)
@@ -134,7 +140,7 @@ def fact_spans(store: Store, chat_id: str, node_id: str) -> list[dict]:
                     "title": before["title"], "fields": json.loads(before["fields_json"]),
                     "archived": bool(before["archived"])}))
     states = [b for _, b in changes[1:]] + [_row_state(node)]  # the node after each commit
-    spans = []
+    spans: list[dict[str, Any]] = []
     for (anchor, _), state, following in zip(changes, states, [*changes[1:], None]):
         if state is None or state["archived"]:
             continue
@@ -148,16 +154,16 @@ def fact_spans(store: Store, chat_id: str, node_id: str) -> list[dict]:
     return spans
 
 
-def _row_state(node: Node) -> dict:
+def _row_state(node: Node) -> dict[str, Any]:
     return {"title": node.title, "fields": dict(node.fields), "archived": node.archived}
 
 
-def _when(clock: StoryClockView, floor: int) -> dict:
+def _when(clock: StoryClockView, floor: int) -> dict[str, Any]:
     key = clock.key_at(floor)
     return {"floor": floor, "story_time": clock.label_of(key), "segment": key}
 
 
-def facts_at(store: Store, chat_id: str, name: str, at: str | int) -> dict:
+def facts_at(store: Store, chat_id: str, name: str, at: str | int) -> dict[str, Any]:
     """The nodes named `name` (or with that id) as they were at a point in story time, with their spans."""
     point = resolve_point(store, chat_id, at)
     with graph_at(store, chat_id, point.floor) as graph:
@@ -167,7 +173,8 @@ def facts_at(store: Store, chat_id: str, name: str, at: str | int) -> dict:
             "spans": {n["id"]: fact_spans(store, chat_id, n["id"]) for n in nodes}}
 
 
-def recall_at(recaller, chat_id: str, query: str, at: str | int, opts, prompts) -> Injection:
+def recall_at(recaller: Recaller, chat_id: str, query: str, at: str | int, opts: RecallSettings,
+              prompts: Prompts) -> Injection:
     """Recall over the memory as it was at a point in story time (see the module docstring)."""
     store = recaller.store
     point = resolve_point(store, chat_id, at)
@@ -197,7 +204,7 @@ def _not_after(node: Node, key: str | None) -> bool:
     return key is None or segment is None or segment.key <= key
 
 
-def _mentions(graph: GraphView, query: str, scores: dict[str, float], allowed) -> dict[str, float]:
+def _mentions(graph: GraphView, query: str, scores: dict[str, float], allowed: Collection[str]) -> dict[str, float]:
     words = [w for w in normalize_name(re.sub(r"[^\w\s'-]", " ", query)).split() if w]
     spans = {" ".join(words[i:i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)}
     spans |= {s[:-2] for s in spans if s.endswith("'s")}

@@ -18,6 +18,8 @@ import re
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Container
+from typing import TYPE_CHECKING, Any
 
 from curator.prompts import prompts_for
 from curator.schemas import Schema
@@ -34,10 +36,11 @@ from curator.llm.records import LLMTrace, Usage
 from curator.llm.usage import log_calls
 from curator.store.queries import GraphView
 from curator.recall.rerank import rerank
-from curator.recall.story import annotate, label_views, speaker_of, story_boost, story_context, withhold
+from curator.recall.story import StoryContext, annotate, label_views, speaker_of, story_boost, story_context, withhold
 from curator.recall import scoring
 from curator.recall.scoring import (
     SOURCE_WEIGHT,
+    Links,
     Pool,
     add_scores,
     best_first,
@@ -55,6 +58,9 @@ from curator.store.access import add_access
 from curator.store.commit_log import floor_stamp
 from curator.store.store import Store, utc_now
 from curator.vectors.index import VectorIndex
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
 
 DENSE_POOL = 200  # vector candidates scored per query
 # events' sources scored per query: 50 measured better than 200 (LoCoMo dev hybrid R@10 0.707 against 0.704; 20:
@@ -86,24 +92,26 @@ class Recaller:
     """Recall for the chats of one store. Keeps small caches keyed by graph version, so a swipe or regenerate of
     the same floor gets the same injection again with no embedding or LLM call."""
 
-    def __init__(self, store: Store, settings: Settings, index: VectorIndex | None, model=None):
+    def __init__(self, store: Store, settings: Settings, index: VectorIndex | None, model: Model | None = None) -> None:
         self.store, self.settings, self.index = store, settings, index
         self.prompts = prompts_for(store.data_dir)  # the injection's templates and labels (the user's own, if any)
         self.model = model  # replaces the `recall` profile's model for LLM stages (tests, scripted runs)
         self._states: OrderedDict[str, ChatState] = OrderedDict()  # per chat, kept in step commit by commit
         self._states_guard = threading.Lock()
-        self._results: OrderedDict[tuple, tuple[tuple, Injection]] = OrderedDict()  # key -> (when valid, result)
-        self._synced: dict[str, tuple] = {}
-        self._pools: OrderedDict[tuple, tuple[list[Node], Pool]] = OrderedDict()
-        self._last_pool: dict[tuple, tuple] = {}  # (chat, horizon) -> the newest pool's key, pool and persistent plan
-        self._in_flight: Counter = Counter()  # chat -> its recalls under way (`_pool_for`)
+        # key -> (when it is valid: the memory up to the user floor and the chat's update time, the result)
+        self._results: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...] | None, Injection]] = OrderedDict()
+        self._synced: dict[str, tuple[Any, ...]] = {}
+        self._pools: OrderedDict[tuple[Any, ...], tuple[PersistentPlan, Pool]] = OrderedDict()
+        # (chat, horizon) -> the newest pool's key, pool and persistent plan
+        self._last_pool: dict[tuple[str, int | None], tuple[tuple[Any, ...], Pool, PersistentPlan]] = {}
+        self._in_flight: Counter[str] = Counter()  # chat -> its recalls under way (`_pool_for`)
         self._touched: dict[tuple[str, str], tuple[int, str]] = {}  # (chat, node) -> recalls not written, the last
         self._touch_recalls = 0
         self._touch_lock = threading.Lock()
         self._bare: dict[str, bool] = {}  # node document -> whether it is the node's name alone (`entities_in`)
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
-               options: RecallSettings | None = None, messages: list | None = None) -> Injection:
+               options: RecallSettings | None = None, messages: list[Any] | None = None) -> Injection:
         """`messages`: the conversation's recent turns (oldest first, the message answered last): the query is
         built from them (`curator/recall/query.py`); `query` alone when not given."""
         with self._states_guard:
@@ -119,7 +127,7 @@ class Recaller:
                     del self._in_flight[chat_id]
 
     def _recall(self, chat_id: str, query: str, *, mode: str | None, user_floor: int | None,
-                options: RecallSettings | None, messages: list | None) -> Injection:
+                options: RecallSettings | None, messages: list[Any] | None) -> Injection:
         chat = self.store.chat(chat_id)
         opts = options or self.settings.for_chat(chat.settings).recall  # the chat's own recall settings
         mode = mode or opts.mode
@@ -189,7 +197,7 @@ class Recaller:
                 self._results.popitem(last=False)
         return injection
 
-    def _plan(self, chat_id: str, chat_settings: dict, user_floor: int | None) -> list[str]:
+    def _plan(self, chat_id: str, chat_settings: dict[str, Any], user_floor: int | None) -> list[str]:
         """The plot planner's newest beats, when it is on and injects (curator/maintenance/planner.py)."""
         planner = self.settings.for_chat(chat_settings).planner
         if not (planner.enabled and planner.inject):
@@ -233,7 +241,7 @@ class Recaller:
                                        self.prompts)
                 last = self._last_pool.get((chat_id, horizon))
                 touched = state.touched_since(last[0][2]) if last and last[0][1] == state.epoch else None
-                if touched is not None:
+                if last is not None and touched is not None:
                     with self._states_guard:
                         # no other recall of the chat under way: none holds the last pool, and none can take it
                         # once its keys are gone (a recall counts itself in before it looks), so it is updated
@@ -268,10 +276,12 @@ class Recaller:
 
     # ---- hybrid -------------------------------------------------------------------------------
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-                opts: RecallSettings, rq: RecallQuery | None = None, story=None) -> list[Chosen]:
+                opts: RecallSettings, rq: RecallQuery | None = None,
+                story: StoryContext | None = None) -> list[Chosen]:
         state = self.state(chat_id)
         speakers = list(state.speakers)
-        first: list[tuple] = []  # the maps of the message answered, for reasons and diversity
+        # the maps of the message answered, for reasons and diversity
+        first: list[tuple[dict[str, float], dict[str, float], dict[str, float]]] = []
         second_vector, weights = self._embedder_settings()
         dense_weight, lexical_weight, source_weight = weights["dense"], weights["lexical"], weights["source"]
 
@@ -310,13 +320,13 @@ class Recaller:
         by_source, lexical, dense = first[0]
         with state.lock:
             fused = date_bonus(fused, query, pool, weights["date"])
-            context, adjacent = self._links(chat_id, version, graph, pool)
+            linked, adjacent = self._links(chat_id, version, graph, pool)
             mentioned = self._mentioned(chat_id, query)
             if not mentioned and rq is not None:  # "what did she say?": the names are in the turns before
                 mentioned = self._mentioned(chat_id, " ".join(p.text for p in rq.parts if p.group != "user"))
             fused = mention_boost(fused, mentioned, adjacent, pool, weights["mention"])
             fused, story_reasons = story_boost(fused, query, story, pool.documents) if story else (fused, {})
-            fused = propagate(fused, context, pool, weights["neighbour"])
+            fused = propagate(fused, linked, pool, weights["neighbour"])
             fused = entity_focus(fused, *entities_in(fused, query, mentioned, pool, state.schema, self._bare))
         limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
         fused = diversify(fused, by_source, pool, limit, source_weight)
@@ -343,7 +353,7 @@ class Recaller:
         return bool(needed) and self.index.embed_sources(chat_id, needed).sources_embedded > 0
 
     def _lexical_scores(self, chat_id: str, version: int, graph: GraphView, query: str, source_query: str,
-                        pool: Pool) -> tuple[dict[str, float], dict[str, float], set[str]]:
+                        pool: Pool) -> tuple[dict[str, float], dict[str, float], Container[str]]:
         """BM25 over node text, and over events' source messages (kept in step with the chat by `ChatState`)."""
         state = self.state(chat_id)
         with state.lock:
@@ -354,7 +364,7 @@ class Recaller:
         """The names the chat's messages are written under."""
         return list(self.state(chat_id).speakers)
 
-    def _links(self, chat_id: str, version: int, graph: GraphView, pool: Pool):
+    def _links(self, chat_id: str, version: int, graph: GraphView, pool: Pool) -> tuple[Links, Links]:
         """Two neighbour maps: the context of each event-type node (linked events, and the previous and next node
         of its type and level in story order), and every node's linked nodes. Both answer `.get(id, default)`."""
         state = self.state(chat_id)
@@ -383,7 +393,7 @@ class Recaller:
                         **shipped, **(getattr(embedder, "fusion", None) or {})}
 
     def _dense_scores(self, chat_id: str, query: str, k: int, source_query: str | None = None,
-                      context: bool = False):
+                      context: bool = False) -> Any:  # scores, or (node scores, source scores) given `source_query`
         """Vector matches of node documents (and, given a `source_query`, of events' sources); `context`: the
         query is a turn before the message answered."""
         if self.index is None:

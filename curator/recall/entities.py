@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from curator.recall.query import content_words
 from curator.recall.scoring import Pool, strip_names
+from curator.schemas import Schema
 from curator.store.graph import names_of
 
 BARE_KEPT = 65_536  # documents whose bareness is remembered (per recaller)
 
 
-def entities_in(scores: dict[str, float], query: str, mentioned: set[str], pool: Pool, schema,
+def entities_in(scores: dict[str, float], query: str, mentioned: set[str], pool: Pool, schema: Schema,
                 bare_cache: dict[str, bool]) -> tuple[dict[str, bool], set[str]]:
     """The entity candidates among `scores`, each with whether its document is its name alone, and those the query
     is about (it names them and asks nothing else: "Who is Caroline?"). `bare_cache`: document -> bare, kept by the

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from curator.prompts import SHIPPED, Prompts
 from curator.schemas import Schema
@@ -30,7 +32,7 @@ class Chosen:
     text: str = ""
     tokens: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"id": self.node.id, "type": self.node.type, "title": self.node.title, "level": self.node.level,
                 "floors": [self.node.floor_from, self.node.floor_to], "score": round(self.score, 4),
                 "reason": self.reason, "block": self.block, "tokens": self.tokens, "text": self.text,
@@ -48,24 +50,28 @@ class Injection:
     recalled: list[Chosen] = field(default_factory=list)
     dropped_for_budget: list[str] = field(default_factory=list)  # the first ids of those left out
     dropped_count: int = 0
-    left_out: list[dict] = field(default_factory=list)  # the first nodes left out, each with why (budget/cap/distance)
+    left_out: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # the first nodes left out, each with why (budget/cap/distance)
     left_out_count: int = 0
     budget_tokens: int = 0
-    placement: dict = field(default_factory=dict)
+    placement: dict[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     reused: bool = False
     graph_version: int = 0
     text: str = ""
-    fallback: dict | None = None  # {"from": "llm", "reason": ...} when the requested mode failed and hybrid ran
+    fallback: dict[str, Any] | None = (
+        None  # {"from": "llm", "reason": ...} when the requested mode failed and hybrid ran
+    )
     speaker: str | None = None  # set when the memories are grouped by how the speaker holds them
-    as_of: dict | None = None  # recall at a point in story time: the point (curator/recall/as_of.py)
+    as_of: dict[str, Any] | None = None  # recall at a point in story time: the point (curator/recall/as_of.py)
     plan: list[str] = field(default_factory=list)  # the plot planner's beats, injected after the memory
 
     @property
     def tokens(self) -> int:
         return count_tokens(self.text) if self.text else 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "chat": self.chat_id, "query": self.query, "mode": self.mode, "fallback": self.fallback,
             "reused": self.reused,
@@ -91,7 +97,9 @@ def node_line(node: Node, schema: Schema) -> str:
     order = spec.field_names if spec else tuple(node.fields)
     parts = [f"{name}: {' '.join(node.fields[name].split())}" for name in order
              if node.fields.get(name) and (spec is None or name != spec.title_field)]
-    span = f"floor {node.floor_from}" if node.floor_from == node.floor_to else f"floors {node.floor_from}-{node.floor_to}"
+    span = (
+        f"floor {node.floor_from}" if node.floor_from == node.floor_to else f"floors {node.floor_from}-{node.floor_to}"
+    )
     return f"- {node.title} ({node.type}, {span}): " + "; ".join(parts)
 
 
@@ -100,7 +108,8 @@ def persistent_nodes(graph: GraphView, schema: Schema, latest_floor: int) -> tup
     Only top-level nodes count (a compressed type shows its summaries, not the leaves folded into them);
     `max_floor_distance` keeps nodes that reach the last N floors; `max_per_type` keeps the newest K, except for
     latest-only types, whose every state stays."""
-    kept, dropped = [], []
+    kept: list[Node] = []
+    dropped: list[Node] = []
     for name, spec in schema.types.items():
         if not spec.always_inject.enabled:
             continue
@@ -118,7 +127,7 @@ def persistent_nodes(graph: GraphView, schema: Schema, latest_floor: int) -> tup
 PERSISTENT_SHARE = 0.7  # of the budget, at most, so recall always has room
 MIN_LINE_TOKENS = 8  # no node line is shorter: below this much room, a block is full
 DROPPED_LISTED = 50  # ids listed of the nodes left out for the budget (all are counted)
-_LINES: OrderedDict[tuple, tuple[Schema, str, int]] = OrderedDict()  # (schema id, node, version) -> line
+_LINES: OrderedDict[tuple[Any, ...], tuple[Schema, str, int]] = OrderedDict()  # (schema id, node, version) -> line
 
 
 def _rendered(node: Node, schema: Schema) -> tuple[str, int]:
@@ -149,8 +158,10 @@ def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled:
     Each block is rendered in story order, with the templates and labels of `prompts`."""
     used = 2 * block_overhead(prompts) + plan_tokens(injection, prompts)  # the plan's block comes off the top
     limits = {"persistent": int(injection.budget_tokens * PERSISTENT_SHARE), "recalled": injection.budget_tokens}
-    for block, items in (("persistent", persistent), ("recalled", recalled)):
-        kept, misses = [], 0
+    blocks: tuple[tuple[str, Sequence[Node | Chosen]], ...] = (("persistent", persistent), ("recalled", recalled))
+    for block, items in blocks:
+        kept: list[Chosen] = []
+        misses = 0
         for position, item in enumerate(items):
             if limits[block] - used < MIN_LINE_TOKENS or misses >= MAX_MISSES:  # full: do not render the rest
                 injection.dropped_count += len(items) - position

@@ -15,7 +15,71 @@ _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
 _IS_CJK = re.compile(rf"[{_CJK}]")
 STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your", "s", "t", "d", "ll", "re", "ve"])  # the tails of it's, don't, we'll...
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "s",
+        "t",
+        "d",
+        "ll",
+        "re",
+        "ve",
+    ]
+)  # the tails of it's, don't, we'll...
 
 
 _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "s", "ly")
@@ -54,7 +118,7 @@ class BM25:
     """Okapi BM25 over a fixed list of documents (k1 1.2, b 0.75). Each term's contribution to each document
     is worked out once, at build time, so a query only adds up a few precomputed arrays."""
 
-    def __init__(self, documents: Sequence[str], k1: float = 1.2, b: float = 0.75):
+    def __init__(self, documents: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
         counts = [Counter(tokenize(d)) for d in documents]
         self.size = len(counts)
@@ -124,11 +188,11 @@ class LiveBM25:
     collection statistics, document count and average length, are applied at query time); ties go to the
     document added first."""
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75):
+    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
         self._slot: dict[str, int] = {}  # key -> slot
         self._keys: list[str | None] = []  # slot -> key (None: free)
-        self._terms: list[Counter | None] = []  # slot -> term counts
+        self._terms: list[Counter[str] | None] = []  # slot -> term counts
         self._free: list[int] = []
         self._lengths = np.zeros(64, dtype=np.float64)
         self._total = 0.0
@@ -169,7 +233,7 @@ class LiveBM25:
         slot = self._slot.pop(key, None)
         if slot is None:
             return
-        for term in self._terms[slot]:
+        for term in self._terms[slot] or ():
             postings = self._postings[term]
             del postings[slot]
             if not postings:

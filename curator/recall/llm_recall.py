@@ -22,12 +22,14 @@ from curator.vectors.documents import node_document
 from curator.store.graph import Node
 from curator.recall.injection import Chosen, Injection
 from curator.llm.access import TaskModel
-from curator.llm.models import LLMTrace
+from curator.llm.records import LLMTrace
 from curator.store.queries import GraphView
 from curator.recall.scoring import Pool
 from curator.settings import RecallSettings, Settings
 
 if TYPE_CHECKING:
+    from curator.prompts import Prompts
+    from curator.recall.query import RecallQuery
     from curator.store.store import Store
 
 
@@ -37,9 +39,10 @@ class Recaller(Protocol):
     store: Store
     model: Model | None
     settings: Settings
+    prompts: Prompts
 
     def _hybrid(self, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-                opts: RecallSettings, rq=None) -> list[Chosen]: ...
+                opts: RecallSettings, rq: RecallQuery | None = None) -> list[Chosen]: ...
 
 log = logging.getLogger(__name__)
 ROUNDS = 3  # drill rounds at most; then the model must finalize
@@ -62,8 +65,18 @@ class RecallStep(BaseModel):
     expand: list[Expand] = Field(default_factory=list, description="drill: the candidates to drill into")
 
 
-def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-               opts: RecallSettings, injection: Injection, trace: LLMTrace, rq=None) -> list[Chosen]:
+def llm_recall(
+    recaller: Recaller,
+    chat_id: str,
+    version: int,
+    graph: GraphView,
+    query: str,
+    pool: Pool,
+    opts: RecallSettings,
+    injection: Injection,
+    trace: LLMTrace,
+    rq: RecallQuery | None = None,
+) -> list[Chosen]:
     """The model's choice, or hybrid recall's when the model fails. LLM calls go to `trace`.
     `rq` (a `curator.recall.query.RecallQuery`) brings the recent turns: the model reads them, and the
     catalogue and the fallback are scored from them."""
@@ -81,7 +94,7 @@ def llm_recall(recaller: Recaller, chat_id: str, version: int, graph: GraphView,
 
 
 async def _select(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-                  opts: RecallSettings, trace: LLMTrace, rq=None) -> list[Chosen]:
+                  opts: RecallSettings, trace: LLMTrace, rq: RecallQuery | None = None) -> list[Chosen]:
     if not pool.nodes and not pool.leaves:
         return []
     schema = recaller.store.chat(chat_id).schema
@@ -122,14 +135,15 @@ async def _select(recaller: Recaller, chat_id: str, version: int, graph: GraphVi
     return chosen
 
 
-def _agent(recaller: Recaller, trace: LLMTrace) -> Agent:
+def _agent(recaller: Recaller, trace: LLMTrace) -> Agent[None, RecallStep]:
     """Made in the loop that runs it: the configured model is shared per profile and event loop."""
     task = TaskModel(recaller.settings, "recall", recaller.model)
-    return Agent(task.metered(trace), output_type=RecallStep, model_settings=task.agent_settings(), retries=1)
+    return Agent[None, RecallStep](task.metered(trace), output_type=RecallStep, model_settings=task.agent_settings(),
+                                   retries=1)
 
 
 def _catalogue(recaller: Recaller, chat_id: str, version: int, graph: GraphView, query: str, pool: Pool,
-               opts: RecallSettings, rq=None) -> list[Node]:
+               opts: RecallSettings, rq: RecallQuery | None = None) -> list[Node]:
     """Every recallable top node, newest first; a big pool is cut to its best hybrid matches."""
     if len(pool.nodes) <= CATALOGUE:
         return sorted(pool.nodes.values(), key=lambda n: (n.floor_to, n.floor_from, n.id), reverse=True)

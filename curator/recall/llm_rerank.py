@@ -14,7 +14,7 @@ from curator.prompts import SHIPPED, Prompts
 
 from curator.recall.injection import Chosen
 from curator.llm.access import TaskModel
-from curator.llm.models import LLMTrace
+from curator.llm.records import LLMTrace
 from curator.settings import Settings
 
 log = logging.getLogger(__name__)

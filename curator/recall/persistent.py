@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 from curator.prompts import SHIPPED, Prompts
 from curator.schemas import Schema
@@ -37,8 +38,8 @@ class PersistentPlan:
     """`kept`: the persistent block, in packing order, all of it within the persistent share. `left`: every
     other always-inject node (top level) and why it is not in the block: `cap`, `distance` or `budget`."""
 
+    left: LeftOut
     kept: list[Node] = field(default_factory=list)
-    left: LeftOut | None = None  # set by `plan_persistent`
     # the first (id, why) of `left`, and whether that is all of it: every recall of the plan's graph version lists
     # the same few, and working each out again cost a tenth of a recall's Python (`note_left_out`)
     first_left: tuple[list[tuple[str, str]], bool] | None = field(default=None, repr=False)
@@ -52,13 +53,13 @@ class PersistentPlan:
         return found
 
 
-class LeftOut(Mapping):
+class LeftOut(Mapping[str, str]):
     """node id -> why (`cap`, `distance`, `budget`) of every always-inject node the block leaves out, worked out on
     demand from the state's ranked nodes: a 100k chat leaves out tens of thousands, and a recall asks about a few
     (its chosen nodes, the first listed). Iterates in the order a whole plan lists them: type by type, best first,
     then the budget's. Reads the state as it is now (like its other views), so read it under the state's lock."""
 
-    def __init__(self, typed: TypedNodes):
+    def __init__(self, typed: TypedNodes) -> None:
         self.typed = typed
         self.types: dict[str, tuple[int | None, set[str]]] = {}  # type -> lowest floor_to not too far, candidates
         self.budget: dict[str, str] = {}
@@ -73,7 +74,7 @@ class LeftOut(Mapping):
             raise KeyError(node_id)
         return why
 
-    def get(self, node_id: str, default=None):
+    def get(self, node_id: str, default: str | None = None) -> str | None:  # type: ignore[override]
         if node_id in self.budget:
             return "budget"
         node = self.typed.state.nodes.get(node_id)
@@ -85,7 +86,9 @@ class LeftOut(Mapping):
         # a node left out that is not too far must be past its type's cap (below the cap all but the far are in)
         return "distance" if too_far is not None and node.floor_to < too_far else "cap"
 
-    def __contains__(self, node_id) -> bool:
+    def __contains__(self, node_id: object) -> bool:
+        if not isinstance(node_id, str):
+            return False
         return self.get(node_id) is not None
 
     def __len__(self) -> int:
@@ -140,7 +143,7 @@ def plan_persistent(typed: TypedNodes, schema: Schema, latest_floor: int, budget
     return plan
 
 
-def mark_overflow(chosen: list, plan: PersistentPlan) -> list:
+def mark_overflow(chosen: list[Any], plan: PersistentPlan) -> list[Any]:
     """Recalled nodes that were left out of the persistent block say so in their reason."""
     for item in chosen:
         why = plan.left.get(item.node.id)
@@ -154,7 +157,7 @@ def note_left_out(injection: Injection, plan: PersistentPlan, candidates: dict[s
     budget: the persistent share was full and recall did not bring it back), and a recalled candidate that
     did not fit the budget (budget)."""
     shown = {c.node.id for c in (*injection.persistent, *injection.recalled)}
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     persistent_left = len(plan.left) - sum(1 for node_id in shown if node_id in plan.left)
     first, _ = plan.listed(DROPPED_LISTED + len(shown))  # enough though every shown node is among them
     for node_id, why in first:
@@ -168,8 +171,8 @@ def note_left_out(injection: Injection, plan: PersistentPlan, candidates: dict[s
         if node_id not in shown and node_id not in plan.left:
             recalled_left += 1
             if len(out) < DROPPED_LISTED:
-                node = candidates.get(node_id)
-                out.append({"id": node_id, "type": node.type if node else "", "title": node.title if node else "",
+                found = candidates.get(node_id)
+                out.append({"id": node_id, "type": found.type if found else "", "title": found.title if found else "",
                             "why": "budget", "block": "recalled"})
     injection.left_out_count = persistent_left + recalled_left
     injection.left_out = out[:DROPPED_LISTED]

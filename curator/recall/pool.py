@@ -5,6 +5,8 @@ any of them), so a commit costs the pool what it touched."""
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
+from typing import Any
 
 from curator.recall.scoring import Pool, top_ancestor
 from curator.recall.state import ChatState, cached_day
@@ -62,11 +64,11 @@ def update_pool(old: Pool, state: ChatState, persistent: list[Node], horizon: in
     return pool
 
 
-def _place(pool: Pool, state: ChatState, ids, horizon: int | None) -> None:
+def _place(pool: Pool, state: ChatState, ids: Iterable[str], horizon: int | None) -> None:
     """Put each of `ids` where it belongs: recallable, a folded leaf, persistent (scored only), or nowhere."""
     everything = state.nodes
     folded: dict[str, list[str]] = {}
-    dated: list[tuple] = []
+    dated: list[tuple[Any, ...]] = []
     for node_id in ids:
         node = everything.get(node_id)
         if node is not None and not node.archived and node_id not in pool.injected \

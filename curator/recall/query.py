@@ -147,7 +147,7 @@ def fuse_parts(parts: list[Part], score: Callable[[str], Scores]) -> Scores:
                 merged[key] = max(merged.get(key, low), scores.get(key, low))
         best.append((weight, merged))
     keys = set().union(*(m for _, m in best)) if best else set()
-    total: Scores = {k: 0.0 for k in keys}
+    total: Scores = dict.fromkeys(keys, 0.0)
     weights = sum(weight for weight, _ in best) or 1.0  # normalized: the scale of a single query's scores
     for weight, merged in best:
         low = min(merged.values(), default=0.0)

@@ -32,7 +32,7 @@ def _cohere(profile: RerankProfile, query: str, documents: list[str]) -> list[tu
         raise MissingExtra("cohere", "Cohere rerank") from exc
 
     client = cohere.ClientV2(api_key=os.environ.get(profile.api_key_env, ""), timeout=profile.timeout,
-                             **({"base_url": profile.url} if profile.url else {}))
+                             base_url=profile.url or os.getenv("CO_API_URL"))  # its own default
     response = client.rerank(model=profile.model, query=query, documents=documents, top_n=len(documents))
     return [(r.index, r.relevance_score) for r in response.results]
 

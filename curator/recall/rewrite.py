@@ -10,7 +10,7 @@ from pydantic_ai import Agent
 from curator.prompts import SHIPPED, Prompts
 
 from curator.llm.access import TaskModel
-from curator.llm.models import LLMTrace
+from curator.llm.records import LLMTrace
 from curator.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from collections.abc import Collection, Container, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import repeat
 from operator import itemgetter
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,12 +42,18 @@ class Pool:
     scenes: dict[str, str]  # event node id -> its story-time label: events that share one are each other's context
     # what a query looks up, so that it costs what it finds, not the size of the chat (`curator/recall/pool.py`
     # keeps them): `days` as a sorted list of (day, id); each ancestor's folded leaves (`leaves` turned round)
-    by_day: list[tuple] = field(default_factory=list)
+    by_day: list[tuple[Any, ...]] = field(default_factory=list)
     folded: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
-def fuse(dense: dict[str, float], lexical: dict[str, float], allowed, also=None,
-         dense_weight: float | None = None, lexical_weight: float | None = None) -> dict[str, float]:
+class Links(Protocol):
+    """A neighbour map: node id -> the ids near it (a dict of sets, or `state.Neighbours`)."""
+
+    def get(self, node_id: str, default: Collection[str], /) -> Collection[str]: ...
+
+def fuse(dense: dict[str, float], lexical: dict[str, float], allowed: Container[str],
+         also: Container[str] | None = None, dense_weight: float | None = None,
+         lexical_weight: float | None = None) -> dict[str, float]:
     """Weighted sum of z-scores over the candidates (the union of both lists, those in `allowed` and, given, in
     `also`): a node the vector search did not return counts as its lowest similarity, one that shares no word as
     BM25 0. `dense_weight`: the embedder's own (`DENSE_WEIGHT` when None)."""
@@ -83,7 +91,8 @@ def strip_names(text: str, names: list[str]) -> str:
 _CJK_NAME = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
-def add_scores(scores: dict[str, float], extra: dict[str, float], weight: float, has_extra: set[str]) -> dict[str, float]:
+def add_scores(scores: dict[str, float], extra: dict[str, float], weight: float,
+               has_extra: Container[str]) -> dict[str, float]:
     """scores + weight * extra. A node missing from `scores` counts as its lowest; one missing from `extra` as
     its lowest if it has that kind of evidence at all (`has_extra`), else as the average (z = 0)."""
     if not extra:
@@ -123,7 +132,7 @@ def date_bonus(scores: dict[str, float], query: str, pool: Pool, bonus: float | 
     if not windows or not scores:
         return scores
     out, low = dict(scores), min(scores.values())
-    slack, found = timedelta(days=DATE_SLACK_DAYS), set()
+    slack, found = timedelta(days=DATE_SLACK_DAYS), set[str]()
     for first, last in windows:  # the nodes dated within each window, from the sorted days
         start = bisect.bisect_left(pool.by_day, (first - slack,))
         end = bisect.bisect_left(pool.by_day, (last + slack + timedelta(days=1),))
@@ -133,7 +142,7 @@ def date_bonus(scores: dict[str, float], query: str, pool: Pool, bonus: float | 
     return out
 
 
-def mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[str, set[str]],
+def mention_boost(scores: dict[str, float], mentioned: set[str], links: Links,
                    pool: Pool, bonus: float | None = None) -> dict[str, float]:
     """Nodes the query names, and nodes linked to them, move up: a question about Mira is about Mira's events.
     Leaves folded into a linked summary count as linked too (compaction moved their edges up to it)."""
@@ -151,7 +160,7 @@ def mention_boost(scores: dict[str, float], mentioned: set[str], links: dict[str
     return boosted
 
 
-def propagate(scores: dict[str, float], links: dict[str, set[str]], pool: Pool,
+def propagate(scores: dict[str, float], links: Links, pool: Pool,
               share: float | None = None) -> dict[str, float]:
     """A memory is understood in its context: each node gains a share of its best-scoring neighbour's score
     (neighbours: linked events, the previous and next node of the same type, and events of the same scene, i.e.
@@ -187,7 +196,7 @@ def propagate(scores: dict[str, float], links: dict[str, set[str]], pool: Pool,
     return out
 
 
-def best_first(scores: dict[str, float], n: int, everything: bool = False):
+def best_first(scores: dict[str, float], n: int, everything: bool = False) -> Iterator[tuple[str, float]]:
     """(id, score) best first, as `sorted(scores.items(), key=-score)` gives them (ties in the map's order): the
     best `n` picked by numpy (a query scores several hundred; a heap of them cost three times as much), then,
     with `everything`, the rest."""
@@ -219,7 +228,7 @@ def top_ancestor(node: Node, everything: dict[str, Node]) -> Node | None:
     return None
 
 
-def lift_leaves(scores: dict[str, float], pool: Pool, limit: int, lexical: dict, dense: dict,
+def lift_leaves(scores: dict[str, float], pool: Pool, limit: int, lexical: dict[str, Any], dense: dict[str, Any],
                  reason: str | None = None) -> list[Chosen]:
     """Best first, within the limit. A folded leaf comes in for its detail only when it matches about as well as
     its summary (within DETAIL_MARGIN), otherwise the summary speaks for it."""
@@ -242,7 +251,7 @@ def lift_leaves(scores: dict[str, float], pool: Pool, limit: int, lexical: dict,
     return list(chosen.values())
 
 
-def _why(node_id: str, lexical: dict, dense: dict) -> str:
+def _why(node_id: str, lexical: dict[str, Any], dense: dict[str, Any]) -> str:
     parts = []
     if node_id in dense:
         parts.append(f"similar ({dense[node_id]:.2f})")

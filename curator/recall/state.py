@@ -13,9 +13,11 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from datetime import date
 from functools import lru_cache
 from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 from curator.dates import day_of
 from curator.recall.lexical import LiveBM25
@@ -24,13 +26,19 @@ from curator.store.message_rows import messages_from
 from curator.store.queries import GraphView
 from curator.vectors.documents import node_document, source_document
 
+if TYPE_CHECKING:
+    from curator.schemas import Schema
+    from curator.store.store import Store
+
 
 
 class ChatState:
-    def __init__(self, chat_id: str):
+    def __init__(self, chat_id: str) -> None:
         self.chat_id = chat_id
         self.lock = threading.RLock()
-        self.epoch: tuple = ()  # store.stamp's epoch: (this process's deletions, the chat's creation time)
+        self.epoch: (
+            tuple[int, str] | tuple[()]
+        ) = ()  # store.stamp's epoch: (this process's deletions, the chat's creation time)
         self.graph_version = self.messages_version = -1
         self.loads = self.updates = 0  # whole loads and incremental updates (tests and benchmarks read these)
         self.loaded_at = -1  # the graph version of the last whole load
@@ -38,8 +46,15 @@ class ChatState:
         self.history: deque[tuple[int, int, frozenset[str]]] = deque(maxlen=64)
         self._clear()
 
+    @property
+    def schema(self) -> Schema:
+        """The chat's schema, as of the last load (`refresh` first)."""
+        if self._schema is None:
+            raise RuntimeError(f"the recall state of chat {self.chat_id!r} is not loaded yet")
+        return self._schema
+
     def _clear(self) -> None:
-        self.schema = None
+        self._schema: Schema | None = None
         self.event_types: set[str] = set()
         self.nodes: dict[str, Node] = {}
         self.documents: dict[str, str] = {}  # node id -> its document (what is embedded for it)
@@ -48,27 +63,27 @@ class ChatState:
         self.bm25, self.source_bm25 = LiveBM25(), LiveBM25()
         self.lines: dict[int, str] = {}  # floor -> "name: text"
         self.speaker: dict[int, str] = {}
-        self.speakers: Counter = Counter()
+        self.speakers: Counter[str] = Counter()
         self.named_replies: dict[int, str] = {}  # floor -> name, of the assistant messages that have a name
-        self.reply_names: Counter = Counter()  # the names assistant messages are written under (two: a group chat)
+        self.reply_names: Counter[str] = Counter()  # the names assistant messages are written under (two: a group chat)
         self.latest_floor: int | None = None  # the newest message's floor (None: no messages)
         self.last_speaker: str | None = None  # the newest named assistant message's name
         self.edges: dict[str, tuple[str, str]] = {}  # edge id -> (source, target)
-        self.adjacent: dict[str, Counter] = {}  # node id -> linked node ids (counted: two edges may join a pair)
-        self.chains: dict[tuple[str, int], list[tuple]] = {}  # (event type, level) -> sorted story-order keys
-        self._chain_key: dict[str, tuple] = {}
+        self.adjacent: dict[str, Counter[str]] = {}  # node id -> linked node ids (counted: two edges may join a pair)
+        self.chains: dict[tuple[str, int], list[tuple[Any, ...]]] = {}  # (event type, level) -> sorted story-order keys
+        self._chain_key: dict[str, tuple[Any, ...]] = {}
         self.active: dict[str, dict[str, Node]] = {}  # type -> its active nodes
         self.active_order: dict[str, list[tuple[int, str]]] = {}  # type -> (floor_from, id) of them, sorted
         self.context_map: dict[str, set[str]] = {}  # event-type node -> its context (see `context`)
         # always-inject type -> the rank keys of its active top-level nodes, ascending (the persistent plan reads
         # them best first: `ranked`), so a commit moves the nodes it touched instead of a sort of every one
-        self.ranked: dict[str, list[tuple]] = {}
-        self._rank_key: dict[str, tuple[str, tuple]] = {}
+        self.ranked: dict[str, list[tuple[Any, ...]]] = {}
+        self._rank_key: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self._newest_first: dict[str, bool] = {}  # always-inject type -> ranked by recency alone (its own cap)
         self._dirty: set[str] = set()  # nodes whose context must be worked out again
 
     # ---- keeping up --------------------------------------------------------------------------
-    def refresh(self, store) -> bool:
+    def refresh(self, store: Store) -> bool:
         """Follow the chat to its current versions; True when anything changed."""
         chat_id = self.chat_id
         epoch, version, messages_version = store.stamp(chat_id)
@@ -102,8 +117,7 @@ class ChatState:
         found = [(start, end, ids) for start, end, ids in self.history if end > version]
         if sum(end - max(start, version) for start, end, _ in found) != self.graph_version - version:
             return None  # a step this state did not follow (a whole load came between)
-        found = [ids for _, _, ids in found]
-        return set().union(*found)
+        return set[str]().union(*(ids for _, _, ids in found))
 
     def _settle(self) -> None:
         """Work out again the context of the nodes a change reached."""
@@ -137,10 +151,10 @@ class ChatState:
         at = bisect.bisect_left(chain, chain_key[2])
         self._dirty.update(chain[i][3] for i in (at - 1, at, at + 1) if 0 <= i < len(chain))
 
-    def _load(self, store) -> None:
+    def _load(self, store: Store) -> None:
         self._clear()
         self.loads += 1
-        self.schema = store.chat(self.chat_id).schema
+        self._schema = store.chat(self.chat_id).schema
         self.event_types = {name for name, spec in self.schema.types.items() if spec.identity == "event"}
         # a schema's own cap keeps the newest; the default cap, the highest summaries first (`plan_persistent`)
         self._newest_first = {name: bool(spec.always_inject.max_per_type) for name, spec in self.schema.types.items()
@@ -152,7 +166,7 @@ class ChatState:
         for edge_id, _relation, source, target in graph.links():
             self._link(edge_id, source, target)
 
-    def _read_messages(self, store, floor: int) -> None:
+    def _read_messages(self, store: Store, floor: int) -> None:
         """Reread the messages from `floor` on (a live turn writes the newest: what it costs is those few)."""
         gone = range(floor, self.latest_floor + 1) if self.latest_floor is not None and floor > 0 else list(self.lines)
         for old in gone:
@@ -179,14 +193,14 @@ class ChatState:
         named = newest_named if newest_named is not None else _last_below(self.named_replies, floor)
         self.last_speaker = self.named_replies[named] if named is not None else None
 
-    def _resource(self, store, floor: int) -> None:
+    def _resource(self, store: Store, floor: int) -> None:
         """Sources of the events that reach the rewritten floors (an event's source ends at its last floor)."""
         ids = GraphView(store.conn, self.chat_id).ids_reaching(floor) if floor else list(self.nodes)
         for node_id in ids:
             if node_id in self.nodes:
                 self._set_source(self.nodes[node_id])
 
-    def _apply(self, store, node_ids, edge_ids) -> None:
+    def _apply(self, store: Store, node_ids: Iterable[str], edge_ids: Iterable[str]) -> None:
         graph = GraphView(store.conn, self.chat_id)
         wanted = set(node_ids)
         fresh = self._fetch(graph, wanted)
@@ -311,10 +325,10 @@ class ChatState:
 class Neighbours:
     """A read-only mapping over the state's links, worked out per node on demand (recall asks for a few hundred)."""
 
-    def __init__(self, state: ChatState):
+    def __init__(self, state: ChatState) -> None:
         self.state = state
 
-    def get(self, node_id: str, default=()):
+    def get(self, node_id: str, default: Collection[str] = (), /) -> Collection[str]:
         near = self.state.adjacent.get(node_id)
         return set(near) if near else default
 
@@ -326,10 +340,10 @@ class TypedNodes:
     """Active nodes of a type, answered from the state: in (floor_from, id) order as `GraphView.nodes` gives them,
     and, for an always-inject type, its top-level ones best first (`ranked`, what `plan_persistent` reads)."""
 
-    def __init__(self, state: ChatState):
+    def __init__(self, state: ChatState) -> None:
         self.state = state
 
-    def nodes(self, type: str | None = None, archived: bool | None = False, **_) -> list[Node]:
+    def nodes(self, type: str | None = None, archived: bool | None = False, **_: object) -> list[Node]:
         if type is not None and archived is False:
             active = self.state.active.get(type, {})
             return [active[i] for _, i in self.state.active_order.get(type, ())]  # already in (floor_from, id) order
@@ -345,7 +359,7 @@ class TypedNodes:
         keys = self.state.ranked.get(type, [])
         return len(keys), self._best_first(keys)
 
-    def _best_first(self, keys: list[tuple]) -> Iterator[Node]:
+    def _best_first(self, keys: list[tuple[Any, ...]]) -> Iterator[Node]:
         nodes, end = self.state.nodes, len(keys)
         while end > 0:
             start, tie = end - 1, keys[end - 1][:-1]
@@ -359,7 +373,7 @@ class TypedNodes:
 _BY_FLOOR = attrgetter("floor_from", "id")
 
 
-def _last_below(floors: dict[int, object], floor: int) -> int | None:
+def _last_below(floors: Mapping[int, object], floor: int) -> int | None:
     """The highest key below `floor`: looked for downwards first (floors are dense), then among them all."""
     for f in range(floor - 1, max(-1, floor - 65), -1):
         if f in floors:
@@ -368,5 +382,5 @@ def _last_below(floors: dict[int, object], floor: int) -> int | None:
 
 
 @lru_cache(maxsize=65536)
-def cached_day(label: str | None):
+def cached_day(label: str | None) -> date | None:
     return day_of(label)

@@ -15,13 +15,16 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Container
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar
 
 from curator.prompts import SHIPPED, Prompts
-from curator.recall.injection import Injection, render_text
+from curator.recall.injection import Chosen, Injection, render_text
 from curator.schemas import Schema
-from curator.store.graph import normalize_name
+from curator.store.changes import ChangeLog
+from curator.store.graph import Node, normalize_name
 from curator.store.queries import GraphView
 from curator.store.story_time import KNOWS, parse_segment
 
@@ -105,8 +108,8 @@ class StoryContext:
         return "known"
 
 
-_CACHE: OrderedDict[tuple, StoryData] = OrderedDict()
-_LIVE: OrderedDict[tuple, _Live] = OrderedDict()
+_CACHE: OrderedDict[tuple[Any, ...], StoryData] = OrderedDict()
+_LIVE: OrderedDict[tuple[Any, ...], _Live] = OrderedDict()
 _LOCK = threading.Lock()  # per (connection, chat): the newest version, kept in step
 
 
@@ -119,11 +122,13 @@ class _Live:
     ids: set[str] = field(default_factory=set)
     owners: dict[str, str] = field(default_factory=dict)
     regions: dict[str, str] = field(default_factory=dict)
-    ranks: dict[str, tuple] = field(default_factory=dict)  # active, non-flashback region nodes -> recency rank
+    ranks: dict[str, tuple[Any, ...]] = field(
+        default_factory=dict
+    )  # active, non-flashback region nodes -> recency rank
     labels: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
     edges: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # knowing / contradicts edges
 
-    def put(self, node) -> None:
+    def put(self, node: Node) -> None:
         self.ids.add(node.id)
         if node.scope.get("layer") == "pov" and node.scope.get("owner"):
             self.owners[node.id] = normalize_name(node.scope["owner"])
@@ -160,7 +165,7 @@ class _Live:
         return data
 
 
-def story_data(graph: GraphView, version: int, changes=None) -> StoryData:
+def story_data(graph: GraphView, version: int, changes: ChangeLog | None = None) -> StoryData:
     """The story data of the chat at `version`; with the store's change log (`changes`), followed from the last
     version by what the commits between touched."""
     key = (id(graph.conn), graph.chat_id, version)
@@ -172,13 +177,13 @@ def story_data(graph: GraphView, version: int, changes=None) -> StoryData:
         return _CACHE[key]
 
 
-def _follow(graph: GraphView, version: int, changes) -> StoryData:
+def _follow(graph: GraphView, version: int, changes: ChangeLog | None) -> StoryData:
     chat = (id(graph.conn), graph.chat_id)
     live = _LIVE.get(chat)
     change = None
     if live is not None and changes is not None and live.version < version:
         change = changes.graph_since(graph.chat_id, live.version, version)
-    if change is None:
+    if live is None or change is None:
         live = _LIVE[chat] = _Live(version)
         for node in graph.nodes(archived=None):
             live.put(node)
@@ -202,7 +207,8 @@ def _follow(graph: GraphView, version: int, changes) -> StoryData:
     return live.data()
 
 
-def story_context(graph: GraphView, version: int, speaker: str | None, changes=None) -> StoryContext:
+def story_context(graph: GraphView, version: int, speaker: str | None,
+                  changes: ChangeLog | None = None) -> StoryContext:
     data = story_data(graph, version, changes)
     context = StoryContext(data, speaker)
     if speaker and data.active:
@@ -211,7 +217,7 @@ def story_context(graph: GraphView, version: int, speaker: str | None, changes=N
 
 
 def story_boost(scores: dict[str, float], query: str, context: StoryContext,
-                allowed: set[str]) -> tuple[dict[str, float], dict[str, list[str]]]:
+                allowed: Container[str]) -> tuple[dict[str, float], dict[str, list[str]]]:
     """The scores with the story features added, and the reasons per node (only nodes in `allowed` move)."""
     data = context.data
     if not data.active or not scores:
@@ -222,7 +228,7 @@ def story_boost(scores: dict[str, float], query: str, context: StoryContext,
     for node_id in set(scores) | named:
         if node_id not in allowed:
             continue
-        delta, why = 0.0, []
+        delta, why = 0.0, list[str]()
         view = context.view(node_id)
         if view in ("own", "mistaken"):
             delta, why = delta + OWN_POV_BONUS, why + [f"{context.speaker}'s own view (+{OWN_POV_BONUS:g})"]
@@ -278,7 +284,7 @@ def _named_times(query: str, data: StoryData) -> set[str]:
     return out
 
 
-def annotate(chosen: list, reasons: dict[str, list[str]]) -> list:
+def annotate(chosen: list[Any], reasons: dict[str, list[str]]) -> list[Any]:
     """Add the story reasons to the chosen memories' reasons."""
     for item in chosen:
         if item.node.id in reasons:
@@ -308,12 +314,17 @@ def speaker_of(given: str | None, last_speaker: str | None, group: bool = False)
     return None if group else last_speaker
 
 
-def withhold(items: list, context: StoryContext) -> tuple[list, list]:
+_Item = TypeVar("_Item", Node, Chosen)  # a node, or a chosen memory that holds one
+
+
+def withhold(items: list[_Item], context: StoryContext) -> tuple[list[_Item], list[_Item]]:
     """`items` (nodes or chosen memories) split into those the speaker may see and those the knowledge filter
     leaves out for them."""
     if not context.data.active:
         return items, []
-    kept, out = [], []
+    kept: list[_Item] = []
+    out: list[_Item] = []
     for item in items:
-        (out if context.withheld(getattr(item, "node", item).id) else kept).append(item)
+        node = item.node if isinstance(item, Chosen) else item
+        (out if context.withheld(node.id) else kept).append(item)
     return kept, out

@@ -3,6 +3,8 @@ the others keyword entries triggered by their titles and aliases."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from curator.schemas import Schema
 
 from curator.store.graph import split_aliases
@@ -10,7 +12,7 @@ from curator.recall.injection import node_line, persistent_nodes
 from curator.store.queries import GraphView
 
 
-def export_world_info(graph: GraphView, schema: Schema, latest_floor: int, order_base: int = 9800) -> dict:
+def export_world_info(graph: GraphView, schema: Schema, latest_floor: int, order_base: int = 9800) -> dict[str, Any]:
     persistent, _ = persistent_nodes(graph, schema, latest_floor)
     constant = {n.id for n in persistent}
     entries = {}

@@ -8,6 +8,7 @@ tokens they held are reported with each response (`X-Curator-History-Tokens-Save
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from curator.errors import CuratorError
 from curator.llm.tokens import count_tokens
@@ -29,7 +30,7 @@ def history_floors(setting: int, header: str | None) -> int:
     return value
 
 
-def keep_recent_floors(messages: list[dict], floors: int) -> tuple[list[dict], int, int]:
+def keep_recent_floors(messages: list[dict[str, Any]], floors: int) -> tuple[list[dict[str, Any]], int, int]:
     """`messages` without the user and assistant messages older than the last `floors` of them (0 = keep all).
     Returns the kept messages, how many were dropped and the tokens they held."""
     if floors <= 0:
@@ -42,7 +43,7 @@ def keep_recent_floors(messages: list[dict], floors: int) -> tuple[list[dict], i
     return [m for i, m in enumerate(messages) if i not in cut], len(cut), saved
 
 
-def _text(content) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):

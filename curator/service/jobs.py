@@ -19,9 +19,11 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from curator.errors import CuratorError, NotFound
 from curator.store.chat_locks import ChatLock, ChatLocks
+from curator.store.db import Row
 from curator.store.job_queue import DEFAULT_LEASE, INTERRUPTED, MAX_ATTEMPTS, JobQueue
 from curator.store.store import Store
 
@@ -48,7 +50,7 @@ class JobContext:
     job_id: str
     chat_id: str
     kind: str
-    params: dict
+    params: dict[str, Any]
     resumed: bool
     writer: ChatLock
     _runner: JobRunner
@@ -75,7 +77,7 @@ class JobContext:
 
 
 # A job's work: gets its context, returns a JSON-able result.
-JobFunction = Callable[[JobContext], dict]
+JobFunction = Callable[[JobContext], dict[str, Any]]
 
 
 @dataclass
@@ -91,7 +93,7 @@ class JobRunner:
     cancel requests made in other processes), and takes over jobs whose worker died."""
 
     def __init__(self, store: Store, locks: ChatLocks, kinds: dict[str, JobKind], workers: int = 4,
-                 lease: float = DEFAULT_LEASE, poll: float = 0.2, worker: str | None = None):
+                 lease: float = DEFAULT_LEASE, poll: float = 0.2, worker: str | None = None) -> None:
         self.store, self.locks, self.kinds, self.workers = store, locks, kinds, workers
         self.queue = JobQueue(store, worker, lease)
         self.poll = poll
@@ -119,7 +121,9 @@ class JobRunner:
                 self._ticker = threading.Thread(target=self._tick_loop, name="curator-jobs-ticker", daemon=True)
                 self._ticker.start()
 
-    def submit(self, chat_id: str, kind: str, params: dict | None = None, *, reuse_active: bool = False) -> dict:
+    def submit(
+        self, chat_id: str, kind: str, params: dict[str, Any] | None = None, *, reuse_active: bool = False
+    ) -> dict[str, Any]:
         """Queue a job; with `reuse_active`, an active job of the same kind and chat (in any process) is returned
         instead. Callers that must not race another process's submit hold the chat's writer lock."""
         if kind not in self.kinds:
@@ -201,7 +205,7 @@ class JobRunner:
                 ctx.cancelled.set()
 
     # ---- running ---------------------------------------------------------------------------------
-    def _start(self, row, resumed: bool, message: str | None) -> None:
+    def _start(self, row: Row, resumed: bool, message: str | None) -> None:
         ctx = JobContext(row["id"], row["chat_id"], row["kind"], json.loads(row["params_json"]), resumed,
                          self.locks(row["chat_id"]), self, base=int(row["done"] or 0) if resumed else 0)
         if row["cancel_requested"]:
@@ -231,13 +235,15 @@ class JobRunner:
             else:
                 log.exception("job %s failed", ctx.job_id)
             hint = getattr(exc, "hint", "")
-            self._update(ctx.job_id, state="failed", error=f"{type(exc).__name__}: {exc}" + (f" ({hint})" if hint else ""))
+            self._update(
+                ctx.job_id, state="failed", error=f"{type(exc).__name__}: {exc}" + (f" ({hint})" if hint else "")
+            )
         finally:
             with self._guard:
                 self._live.pop(ctx.job_id, None)
             self._wake.set()  # a thread is free: take the next job now
 
-    def cancel(self, job_id: str) -> dict:
+    def cancel(self, job_id: str) -> dict[str, Any]:
         job = self.get(job_id)
         if job["state"] not in ACTIVE:
             raise CuratorError(f"job {job_id} is {job['state']}; only queued or running jobs can be cancelled")
@@ -251,9 +257,10 @@ class JobRunner:
         self.queue.update(job_id, {"retired": 1})
 
     def _update(self, job_id: str, *, state: str | None = None, done: int | None = None, total: int | None = None,
-                message: str | None = None, result: dict | None = None, error: str | None = None) -> None:
-        values = {column: value for column, value in (("state", state), ("done", done), ("total", total),
-                                                      ("message", message), ("error", error)) if value is not None}
+                message: str | None = None, result: dict[str, Any] | None = None, error: str | None = None) -> None:
+        given: tuple[tuple[str, object], ...] = (("state", state), ("done", done), ("total", total),
+                                                 ("message", message), ("error", error))
+        values: dict[str, object] = {column: value for column, value in given if value is not None}
         if result is not None:
             values["result_json"] = json.dumps(result, ensure_ascii=False)
         if state is not None and state not in ACTIVE:
@@ -262,16 +269,16 @@ class JobRunner:
             log.warning("job %s is no longer this worker's (%s): its update %s was dropped", job_id, self.worker,
                         sorted(values))
 
-    def get(self, job_id: str) -> dict:
+    def get(self, job_id: str) -> dict[str, Any]:
         row = self.queue.row(job_id)
         if row is None:
             raise NotFound(f"no job {job_id!r}", "List jobs with GET /api/v1/jobs.")
         return _job(row)
 
-    def list(self, chat_id: str | None = None, limit: int = 100) -> list[dict]:
+    def list(self, chat_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         return [_job(r) for r in self.queue.rows(chat_id, limit)]
 
-    def wait(self, job_id: str, timeout: float = 30.0) -> dict:
+    def wait(self, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
         """Block until the job is finished (tests, the CLI)."""
         deadline = time.monotonic() + timeout
         while (job := self.get(job_id))["state"] in ACTIVE and time.monotonic() < deadline:
@@ -289,7 +296,7 @@ class JobRunner:
         if self._ticker is not None and wait:
             self._ticker.join(timeout=30)
 
-def _job(row) -> dict:
+def _job(row: Row) -> dict[str, Any]:
     return {"id": row["id"], "chat": row["chat_id"], "kind": row["kind"], "params": json.loads(row["params_json"]),
             "state": row["state"], "progress": {"done": row["done"], "total": row["total"]},
             "message": row["message"], "result": json.loads(row["result_json"]) if row["result_json"] else None,

@@ -13,7 +13,8 @@ at the newest user message unless a floor is given, so regenerating or swiping t
 
 import functools
 import json
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import Field, ValidationError
 
@@ -28,24 +29,29 @@ except ImportError as exc:
     raise MissingExtra("server", "the MCP server") from exc
 
 from curator.api.memory import Memory  # noqa: E402
+from curator.schemas import Schema  # noqa: E402
+from curator.store.graph import Node  # noqa: E402
 from curator.store.messages import manual_anchor_floor  # noqa: E402
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
 MAX_LISTED_CHATS = 12  # chats spelled out in the parameter descriptions; `chat_schema` covers the rest
 
 
-def _node(node) -> dict[str, Any]:
+def _node(node: Node) -> dict[str, Any]:
     return {"id": node.id, "type": node.type, "title": node.title, "fields": node.fields, "level": node.level,
             "floors": [node.floor_from, node.floor_to], "importance": node.importance, "archived": node.archived,
             "parent": node.parent}
 
 
-def _guard(fn):
+def _guard(fn: Callable[P, T]) -> Callable[P, T]:
     """Errors as text the model can act on (message and hint), not a traceback."""
 
     @functools.wraps(fn)
-    def run(*args, **kwargs):
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return fn(*args, **kwargs)
         except CuratorError as exc:
@@ -68,7 +74,7 @@ def plain_errors(exc: ValidationError) -> str:
 class CuratorMCP(MCPServer):
     """The MCP server, with argument errors reported in plain words."""
 
-    async def call_tool(self, name, arguments, context=None):
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -80,10 +86,10 @@ class CuratorMCP(MCPServer):
 class ChatInfo:
     """What the tools need to know about the chats: valid types, relations, floors; checks with hints."""
 
-    def __init__(self, memory: Memory):
+    def __init__(self, memory: Memory) -> None:
         self.memory = memory
 
-    def schema(self, chat: str):
+    def schema(self, chat: str) -> Schema:
         return self.memory.chat(chat).schema  # ChatNotFound with its hint for an unknown chat
 
     def types(self, chat: str) -> list[str]:
@@ -108,7 +114,7 @@ class ChatInfo:
             if name not in known:
                 raise CuratorError(f"chat {chat!r} has no relation {name!r}", f"Its relations: {', '.join(known)}.")
 
-    def node(self, chat: str, node_id: str):
+    def node(self, chat: str, node_id: str) -> Node:
         node = self.memory.graph(chat).get(node_id)
         if node is None:
             raise NotFound(f"no node {node_id!r} in chat {chat!r}", "Find ids with list_nodes or find_by_name.")
@@ -120,7 +126,7 @@ class ChatInfo:
             raise CuratorError(f"{what} {floor} is outside chat {chat!r}'s floors (0..{max(count - 1, 0)})",
                                "Floors are 0-based message indices.")
 
-    def describe(self, chat: str) -> dict:
+    def describe(self, chat: str) -> dict[str, Any]:
         schema = self.schema(chat)
         count = self.floors(chat)
         return {"chat": chat, "schema": schema.name, "floors": [0, max(count - 1, 0)], "messages": count,
@@ -151,7 +157,7 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
     server = CuratorMCP("memory-curator", version=__version__,
                         instructions="Memory of long role-play chats: look up characters, places, events and "
                                      "their links; `recall` gives the memory for the next reply. " + catalogue)
-    last_recall: dict[str, dict] = {}
+    last_recall: dict[str, dict[str, Any]] = {}
 
     Chat = Annotated[str, Field(description="the chat's id (list_chats gives them). " + catalogue)]
     NodeId = Annotated[str, Field(description="a node id such as 'n_1a2b' (from list_nodes, find_by_name, "
@@ -159,7 +165,7 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
     Types = Annotated[list[str] | None, Field(description="only nodes of these types (the chat's schema types, "
                                                          "see chat_schema); omit for all")]
 
-    def read(fn):
+    def read(fn: Callable[P, T]) -> Callable[P, T]:
         server.add_tool(_guard(fn), annotations=READ_ONLY)
         return fn
 
@@ -169,23 +175,25 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
         return memory.chats()
 
     @read
-    def chat_schema(chat: Chat) -> dict:
+    def chat_schema(chat: Chat) -> dict[str, Any]:
         """The chat's node types (fields, identity rule), relations and floor range: what the other tools accept."""
         return info.describe(chat)
 
     @read
-    def graph_stats(chat: Chat) -> dict:
+    def graph_stats(chat: Chat) -> dict[str, Any]:
         """Counts of the chat's nodes per type (active and archived) and of its edges."""
         return memory.graph(chat).stats()
 
     @read
-    def list_nodes(chat: Chat,
-                   type: Annotated[str | None, Field(description="one node type of the chat (see chat_schema); "
-                                                                 "omit for every type")] = None,
-                   include_archived: Annotated[bool, Field(description="also archived (folded or forgotten) "
-                                                                       "nodes")] = False,
-                   limit: Annotated[int, Field(ge=1, le=500, description="at most this many nodes")] = 50,
-                   offset: Annotated[int, Field(ge=0, description="skip this many (paging)")] = 0) -> list[dict]:
+    def list_nodes(
+        chat: Chat,
+        type: Annotated[
+            str | None, Field(description="one node type of the chat (see chat_schema); omit for every type")
+        ] = None,
+        include_archived: Annotated[bool, Field(description="also archived (folded or forgotten) nodes")] = False,
+        limit: Annotated[int, Field(ge=1, le=500, description="at most this many nodes")] = 50,
+        offset: Annotated[int, Field(ge=0, description="skip this many (paging)")] = 0,
+    ) -> list[dict[str, Any]]:
         """Nodes of the chat, oldest first, optionally of one type."""
         info.check_types(chat, [type] if type else None)
         nodes = memory.graph(chat).nodes(type=type, archived=None if include_archived else False,
@@ -193,7 +201,7 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
         return [_node(n) for n in nodes]
 
     @read
-    def get_node(chat: Chat, node_id: NodeId) -> dict:
+    def get_node(chat: Chat, node_id: NodeId) -> dict[str, Any]:
         """One node with its edges."""
         graph = memory.graph(chat)
         node = info.node(chat, node_id)
@@ -203,27 +211,33 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
     @read
     def find_by_name(chat: Chat,
                      name: Annotated[str, Field(min_length=1, description="a name or alias, e.g. 'Eileen'")],
-                     types: Types = None) -> list[dict]:
+                     types: Types = None) -> list[dict[str, Any]]:
         """Nodes whose name or alias matches `name` (case- and width-insensitive)."""
         info.check_types(chat, types)
         return [_node(n) for n in memory.graph(chat).find_by_name(name, types)]
 
     @read
-    def neighbours(chat: Chat, node_id: NodeId,
-                   relations: Annotated[list[str] | None, Field(description="only links of these relations (the "
-                                                                            "chat's relations, see chat_schema); "
-                                                                            "omit for all")] = None) -> list[dict]:
-        """The nodes linked to a node, optionally through some relations only."""
+    def neighbours(
+        chat: Chat,
+        node_id: NodeId,
+        relations: Annotated[
+            list[str] | None,
+            Field(description="only links of these relations (the chat's relations, see chat_schema); omit for all"),
+        ] = None,
+    ) -> list[dict[str, Any]]:
+        """The nodes linked to a node, optionally through some relations only, each with the link's relation and
+        direction (`out`: from this node to it)."""
         info.node(chat, node_id)
         info.check_relations(chat, relations)
-        return [_node(n) for n in memory.graph(chat).neighbours(node_id, relations)]
+        return [{**_node(other), "relation": edge.relation, "direction": "out" if edge.source == node_id else "in"}
+                for edge, other in memory.graph(chat).neighbours(node_id, relations)]
 
     @read
     def timeline(chat: Chat,
                  floor_from: Annotated[int, Field(ge=0, description="first floor (0-based message index)")] = 0,
                  floor_to: Annotated[int | None, Field(ge=0, description="last floor; omit for the chat's "
                                                                          "end")] = None,
-                 types: Types = None) -> list[dict]:
+                 types: Types = None) -> list[dict[str, Any]]:
         """Nodes whose floor range overlaps [floor_from, floor_to], in story order (at most 500)."""
         if floor_to is not None and floor_from > floor_to:
             raise CuratorError(f"floor_from {floor_from} is after floor_to {floor_to}",
@@ -241,18 +255,19 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
                speaker: Annotated[str | None, Field(description="who speaks next (a character's name); memories "
                                                                 "are weighed and grouped by what that character "
                                                                 "knows. Default: the newest assistant name")] = None,
-               ) -> dict:
+               ) -> dict[str, Any]:
         """The memory for the next reply to `query`: persistent and recalled blocks within the token budget,
         the rendered text and where to place it."""
-        result = memory.recall(chat, query, user_floor=user_floor,
-                               **({"speaker": speaker} if speaker else {})).to_dict()
+        options: dict[str, Any] = {"speaker": speaker} if speaker else {}
+        result = memory.recall(chat, query, user_floor=user_floor, **options).to_dict()
         last_recall[chat] = result
         return result
 
     @read
     def scout(chat: Chat,
               message: Annotated[str, Field(min_length=1, description="the user's message about to be answered")],
-              speaker: Annotated[str | None, Field(description="the character about to speak")] = None) -> dict:
+              speaker: Annotated[str | None, Field(description="the character about to speak")] = None,
+              ) -> dict[str, Any]:
         """Before writing a reply: what memory holds about `message` (the entities it names, where the story
         stands, open threads and undecided contradictions, what `speaker` does not know, what recall will show).
         Read-only; no model call."""
@@ -262,7 +277,7 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
     def facts_at(chat: Chat,
                  name: Annotated[str, Field(min_length=1, description="a name (or node id), e.g. Mira")],
                  at: Annotated[str, Field(min_length=1, description="a story time the memory uses ('day 5'), a "
-                                                                    "date or a floor")]) -> dict:
+                                                                    "date or a floor")]) -> dict[str, Any]:
         """What the node named `name` held at a point in story time, and the spans of story time of its values."""
         return memory.facts_at(chat, name, at)
 
@@ -302,8 +317,8 @@ def build_mcp(memory: Memory, allow_writes: bool = False) -> MCPServer:
     return server
 
 
-def _write_tools(server: MCPServer, memory: Memory, info: ChatInfo, Chat, NodeId) -> None:
-    from curator.tools.write import _refuse_duplicate  # the agent's identity rule, shared
+def _write_tools(server: MCPServer, memory: Memory, info: ChatInfo, Chat: Any, NodeId: Any) -> None:
+    from curator.tools.write import refuse_duplicate  # the agent's identity rule, shared
 
     Anchor = Annotated[int | None, Field(ge=0, description="the floor this change belongs to: a rollback of this "
                                                            "floor or an earlier one undoes it. Omit for the newest "
@@ -312,11 +327,11 @@ def _write_tools(server: MCPServer, memory: Memory, info: ChatInfo, Chat, NodeId
     Fields = Annotated[dict[str, str], Field(description="field name -> text; the type's fields are in "
                                                          "chat_schema")]
 
-    def write(fn):
+    def write(fn: Callable[P, T]) -> Callable[P, T]:
         server.add_tool(_guard(fn), annotations=WRITES)
         return fn
 
-    def commit(chat: str, ops: list[dict], note: str, anchor_floor: int | None) -> dict:
+    def commit(chat: str, ops: list[dict[str, Any]], note: str, anchor_floor: int | None) -> dict[str, Any]:
         if anchor_floor is None:
             anchor_floor = manual_anchor_floor(memory.store.messages(chat))
         else:
@@ -330,7 +345,7 @@ def _write_tools(server: MCPServer, memory: Memory, info: ChatInfo, Chat, NodeId
                     fields: Fields,
                     title: Annotated[str | None, Field(description="a title; by default it comes from the "
                                                                    "fields")] = None,
-                    anchor_floor: Anchor = None) -> dict:
+                    anchor_floor: Anchor = None) -> dict[str, Any]:
         """Create a node of a schema type (one commit). A character or place whose name or alias exists already
         is refused with the id to edit instead."""
         info.check_types(chat, [type])
@@ -341,8 +356,7 @@ def _write_tools(server: MCPServer, memory: Memory, info: ChatInfo, Chat, NodeId
                                f"Its fields: {', '.join(spec.field_names)}.")
         if spec.identity != "event":
             try:
-                _refuse_duplicate(_GraphOnly(memory.graph(chat)), spec,
-                                  {k: v.strip() for k, v in fields.items() if v.strip()})
+                refuse_duplicate(memory.graph(chat), spec, {k: v.strip() for k, v in fields.items() if v.strip()})
             except CuratorError as exc:  # the agent's ToolError: same words, with its hint
                 hint = getattr(exc, "hint", "") or ""
                 raise CuratorError(str(exc).replace(f"edit_{type}(", "edit_node("), hint.replace(
@@ -355,7 +369,7 @@ def _write_tools(server: MCPServer, memory: Memory, info: ChatInfo, Chat, NodeId
                   set_fields: Annotated[dict[str, str] | None, Field(description="fields to set: field name -> "
                                                                                  "text")] = None,
                   title: Annotated[str | None, Field(description="a new title")] = None,
-                  anchor_floor: Anchor = None) -> dict:
+                  anchor_floor: Anchor = None) -> dict[str, Any]:
         """Change a node's fields or title (one commit)."""
         node = info.node(chat, node_id)
         spec = info.schema(chat).types.get(node.type)
@@ -365,20 +379,13 @@ def _write_tools(server: MCPServer, memory: Memory, info: ChatInfo, Chat, NodeId
                                f"Its fields: {', '.join(spec.field_names if spec else ())}.")
         if not set_fields and title is None:
             raise CuratorError("nothing to change", "Give set_fields or title.")
-        op: dict = {"op": "update_node", "id": node_id, "set_fields": set_fields or {}}
+        op: dict[str, Any] = {"op": "update_node", "id": node_id, "set_fields": set_fields or {}}
         if title is not None:
             op["title"] = title
         return commit(chat, [op], "edited over MCP", anchor_floor)
 
     @write
-    def delete_node(chat: Chat, node_id: NodeId, anchor_floor: Anchor = None) -> dict:
+    def delete_node(chat: Chat, node_id: NodeId, anchor_floor: Anchor = None) -> dict[str, Any]:
         """Delete a node and its edges (one commit; a rollback past it brings it back)."""
         info.node(chat, node_id)
         return commit(chat, [{"op": "delete_node", "id": node_id}], "deleted over MCP", anchor_floor)
-
-
-class _GraphOnly:
-    """What the agent's identity check reads from its workspace: the graph."""
-
-    def __init__(self, graph):
-        self.graph = graph

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 from fastapi import APIRouter, Request
@@ -63,7 +64,7 @@ class ProxyConfig:
         return self._client
 
 
-def floors_of(messages: list[dict]) -> list[Message]:
+def floors_of(messages: list[dict[str, Any]]) -> list[Message]:
     """The chat's floors in a chat-completions request: its user and assistant messages, in order."""
     floors = []
     for index, m in enumerate(messages):
@@ -74,13 +75,13 @@ def floors_of(messages: list[dict]) -> list[Message]:
     return floors
 
 
-def _text(content) -> str:
+def _text(content: object) -> str:
     if isinstance(content, list):  # content parts: keep the text ones
         return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
     return content if isinstance(content, str) else ""
 
 
-def inject(messages: list[dict], text: str, placement: dict) -> list[dict]:
+def inject(messages: list[dict[str, Any]], text: str, placement: dict[str, Any]) -> list[dict[str, Any]]:
     """The request's messages with the memory inserted: `at_depth` puts a message of `role` `depth` messages
     from the end (never above the leading system messages); `system` appends it to the first system message."""
     if not text:
@@ -95,7 +96,7 @@ def inject(messages: list[dict], text: str, placement: dict) -> list[dict]:
     return [*messages[:at], {"role": role, "content": text}, *messages[at:]]
 
 
-def _chat_id(request: Request, body: dict, path_chat: str | None) -> str:
+def _chat_id(request: Request, body: dict[str, Any], path_chat: str | None) -> str:
     chat_id = path_chat or header_chat_id(request.headers.get(CHAT_HEADER)) or body.get("user")
     if not chat_id or not isinstance(chat_id, str):
         base = str(request.base_url).rstrip("/")
@@ -110,16 +111,16 @@ def _chat_id(request: Request, body: dict, path_chat: str | None) -> str:
 
 
 @router.post("/v1/chat/completions")
-async def completions(request: Request):
+async def completions(request: Request) -> Response:
     return await _proxy(request, None)
 
 
 @router.post("/v1/chats/{chat_id}/chat/completions")
-async def chat_completions(request: Request, chat_id: str):
+async def chat_completions(request: Request, chat_id: str) -> Response:
     return await _proxy(request, chat_id)
 
 
-async def _proxy(request: Request, path_chat: str | None):
+async def _proxy(request: Request, path_chat: str | None) -> Response:
     service, config = request.app.state.service, request.app.state.proxy
     if not config.upstream:
         return no_upstream()
@@ -165,7 +166,7 @@ async def _proxy(request: Request, path_chat: str | None):
             return upstream_error(config.upstream, exc)
         collected: list[str] = []
 
-        async def relay():
+        async def relay() -> AsyncIterator[bytes]:
             try:
                 async for chunk in upstream.aiter_bytes():
                     collected.append(chunk.decode("utf-8", errors="replace"))
@@ -192,7 +193,7 @@ async def _proxy(request: Request, path_chat: str | None):
                     media_type=upstream.headers.get("content-type", "application/json"), background=after)
 
 
-def _choices(body: dict) -> int:
+def _choices(body: dict[str, Any]) -> int:
     n = body.get("n")
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
@@ -218,7 +219,7 @@ def _prepare(service: Service, chat_id: str, floors: list[Message], max_rollback
     return service.recall(chat_id, floors[user].text, user_floor=start + user, messages=turns, speaker=speaker), start
 
 
-def _own_model(service, chat_id: str, config: ProxyConfig, model: str) -> None:
+def _own_model(service: Service, chat_id: str, config: ProxyConfig, model: str) -> None:
     """With no extraction model configured, a chat's memory is written by its own upstream model: the one its
     requests name, at the proxy's upstream (with its key variable). Kept in the chat's settings (`model`)."""
     from curator.service.server.frontend_status import model_update
@@ -236,7 +237,7 @@ def _own_model(service, chat_id: str, config: ProxyConfig, model: str) -> None:
         model_update(service, chat_id, own)
 
 
-def _history_setting(service, chat_id: str) -> int:
+def _history_setting(service: Service, chat_id: str) -> int:
     """The chat's `recall.history_floors` (its own, else config.yaml's; a chat not made yet: config.yaml's)."""
     if service.memory.store.has_chat(chat_id):
         return service.memory.recall_settings(chat_id).history_floors

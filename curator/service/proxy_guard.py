@@ -10,6 +10,7 @@ answered 409 `rollback_refused` and changes nothing. The client says it means it
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import quote, unquote
 
 from curator.errors import CuratorError
@@ -47,7 +48,7 @@ def check_chat_id(chat_id: str) -> str:
     return chat_id
 
 
-def allowed(headers) -> bool:
+def allowed(headers: Mapping[str, str]) -> bool:
     return headers.get(ALLOW_HEADER, "").strip().lower() in ("1", "true", "yes")
 
 

@@ -135,7 +135,7 @@ class ShelvedCopies:
 
     KEEP = 8  # replies remembered per floor
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.entries: dict[tuple[str, int], list[Message]] = {}
 
     def remember(self, chat_id: str, floor: int, message: Message) -> None:
@@ -197,7 +197,7 @@ def adopt(store: Store, chat_id: str, copies: dict[int, Message]) -> None:
         rewrite_messages(store, chat_id, copies)
 
 
-def request_kind(messages: list[dict], header: str | None = None,
+def request_kind(messages: list[dict[str, Any]], header: str | None = None,
                  markers: dict[str, tuple[str, ...]] | None = None) -> str:
     """`chat` for a request whose answer is the chat's next message; `impersonate`, `quiet` or `continue`
     for one whose answer is not a new floor: the `X-Curator-Kind` header when given, else a system message after
@@ -224,7 +224,7 @@ SPEAKER_HEADER = "x-curator-speaker"
 _GROUP_NUDGE = re.compile(r"\[write the next reply only as (?P<name>[^\]\n]{1,100}?)\.?\]", re.IGNORECASE)
 
 
-def next_speaker(messages: list[dict], header: str | None = None) -> str | None:
+def next_speaker(messages: list[dict[str, Any]], header: str | None = None) -> str | None:
     """Who the front end asks to speak next: the `X-Curator-Speaker` header (percent-encoded UTF-8) when given,
     else the character SillyTavern's group nudge names (a system message of a group chat's request); None when
     neither says (recall then assumes nobody in a group chat: `curator/recall/story.py`)."""
@@ -247,7 +247,7 @@ def continued(reply: Message, addition: str, postfix: str = " ") -> Message:
     return Message(reply.role, reply.name, text, reply.swipe_id, list(reply.swipes), reply.sent_at)
 
 
-def _content_text(content) -> str:
+def _content_text(content: object) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
     return content if isinstance(content, str) else ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Awaitable, Callable
 
 import httpx2
 from fastapi import APIRouter, Request
@@ -84,8 +85,8 @@ async def pass_through(request: Request, path: str) -> Response:
     return Response(upstream.content, status_code=upstream.status_code, headers=passed)
 
 
-def _endpoint(path: str):
-    async def relay(request: Request):
+def _endpoint(path: str) -> Callable[[Request], Awaitable[Response]]:
+    async def relay(request: Request) -> Response:
         return await pass_through(request, path)
 
     relay.__name__ = f"pass_{path}"

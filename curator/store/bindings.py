@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from curator.errors import CuratorError, NotFound
+from curator.store.db import Row
 from curator.store.store import Store, utc_now
 
 MAX_KEY = 500  # characters of a scope or file name
@@ -29,11 +31,11 @@ class Binding:
     created_at: str
     updated_at: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def _binding(row) -> Binding:
+def _binding(row: Row) -> Binding:
     return Binding(row["frontend"], row["scope"], row["file"], row["chat_id"], row["label"], row["created_at"],
                    row["updated_at"])
 
@@ -85,7 +87,7 @@ class Bindings:
                                    "Open it to use that memory, or unbind it first.")
             conn.execute("INSERT INTO chat_bindings (frontend, scope, file, chat_id, label, created_at, updated_at) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?)", (frontend, scope, file, chat_id, label[:MAX_KEY], now, now))
-        return self.find(frontend, scope, file)
+        return self._bound(chat_id)
 
     def move(self, chat_id: str, scope: str, file: str, label: str | None = None) -> Binding:
         """The front end renamed (or moved) the chat: its binding follows, the memory stays."""
@@ -101,7 +103,14 @@ class Bindings:
                                    "Delete that binding first (its chat was deleted in the front end?).")
             conn.execute("UPDATE chat_bindings SET scope=?, file=?, label=?, updated_at=? WHERE chat_id=?",
                          (scope, file, found.label if label is None else label[:MAX_KEY], utc_now(), chat_id))
-        return self.of_chat(chat_id)
+        return self._bound(chat_id)
+
+    def _bound(self, chat_id: str) -> Binding:
+        """The chat's binding, just written (another process may delete it the next moment: NotFound then)."""
+        found = self.of_chat(chat_id)
+        if found is None:
+            raise NotFound(f"chat {chat_id!r} is bound to no front-end chat")
+        return found
 
     def unbind(self, chat_id: str) -> bool:
         with self.store.transaction(chat_id) as conn:
@@ -115,14 +124,14 @@ class RecallCards:
     def __init__(self, store: Store):
         self.store = store
 
-    def put(self, chat_id: str, floor: int, card: dict) -> None:
+    def put(self, chat_id: str, floor: int, card: dict[str, Any]) -> None:
         text = json.dumps(card, ensure_ascii=False, separators=(",", ":"))
         with self.store.transaction(chat_id) as conn:
             conn.execute("INSERT INTO recall_cards (chat_id, floor, card_json, at) VALUES (?, ?, ?, ?) "
                          "ON CONFLICT (chat_id, floor) DO UPDATE SET card_json = excluded.card_json, at = excluded.at",
                          (chat_id, floor, text, utc_now()))
 
-    def get(self, chat_id: str, floor: int) -> dict | None:
+    def get(self, chat_id: str, floor: int) -> dict[str, Any] | None:
         row = self.store.conn.execute("SELECT card_json, at FROM recall_cards WHERE chat_id=? AND floor=?",
                                       (chat_id, floor)).fetchone()
         return None if row is None else {**json.loads(row[0]), "floor": floor, "at": row[1]}

@@ -11,6 +11,9 @@ that failed after recording, ids that ended as they began); readers reread what 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -28,15 +31,16 @@ class ChangeLog:
     """Per chat: (graph version, GraphChange | None) and (messages version, first floor | None); None = all."""
 
     def __init__(self) -> None:
-        self._graph: dict[str, deque] = {}
-        self._messages: dict[str, deque] = {}
+        self._graph: dict[str, deque[Any]] = {}
+        self._messages: dict[str, deque[Any]] = {}
         self._epochs: dict[str, int] = {}  # bumped when a chat is deleted: its versions start again
         self._lock = threading.Lock()
 
     def epoch(self, chat_id: str) -> int:
         return self._epochs.get(chat_id, 0)
 
-    def graph_changed(self, chat_id: str, version: int, nodes=None, edges=None, everything: bool = False) -> None:
+    def graph_changed(self, chat_id: str, version: int, nodes: Iterable[str] | None = None,
+                      edges: Iterable[str] | None = None, everything: bool = False) -> None:
         change = None if everything else GraphChange(frozenset(nodes or ()), frozenset(edges or ()))
         with self._lock:
             self._graph.setdefault(chat_id, deque(maxlen=KEEP)).append((version, change))
@@ -67,12 +71,12 @@ class ChangeLog:
             return None
         return min(entries, default=False)
 
-    def _between(self, table: dict, chat_id: str, known: int, current: int) -> list | None:
+    def _between(self, table: dict[str, Any], chat_id: str, known: int, current: int) -> list[Any] | None:
         if current < known:
             return None
         with self._lock:
             log = list(table.get(chat_id, ()))
-        found: dict[int, list] = {}
+        found: dict[int, list[Any]] = {}
         for version, change in log:
             if known < version <= current:
                 found.setdefault(version, []).append(change)

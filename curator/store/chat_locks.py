@@ -21,8 +21,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from curator.errors import StoreLocked
+
+if TYPE_CHECKING:
+    from curator.store.store import Store
 
 DEFAULT_TIMEOUT = 600.0  # a step holds the lock through an LLM call; the slowest calls take minutes
 POLL = 0.05
@@ -36,18 +40,18 @@ class ChatBusy(StoreLocked):
             "a stuck service process.")
 
 
-CrossLock = Callable[[str], AbstractContextManager]  # chat id -> a context manager holding the cross-process lock
+CrossLock = Callable[[str], AbstractContextManager[Any]]  # chat id -> a context manager holding the cross-process lock
 
 
 class ChatLock:
     """A chat's writer lock: re-entrant in a thread; the outermost hold also holds the cross-process lock."""
 
-    def __init__(self, chat_id: str, cross: CrossLock | None):
+    def __init__(self, chat_id: str, cross: CrossLock | None) -> None:
         self.chat_id = chat_id
         self._local = threading.RLock()
         self._cross = cross
         self._depth = 0  # only changed by the thread holding `_local`
-        self._held: AbstractContextManager | None = None
+        self._held: AbstractContextManager[Any] | None = None
 
     def acquire(self) -> None:
         self._local.acquire()
@@ -74,7 +78,7 @@ class ChatLock:
         self.acquire()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
@@ -82,7 +86,7 @@ class ChatLocks:
     """One writer lock per chat. With a store, the locks hold across processes over that store (see the module
     doc); without one (tests of one process), they are process-local."""
 
-    def __init__(self, store=None, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, store: Store | None = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         self._locks: dict[str, ChatLock] = {}
         self._guard = threading.Lock()
         self.timeout = timeout
@@ -100,7 +104,7 @@ class ChatLocks:
             return found
 
 
-def postgres_url(store) -> str | None:
+def postgres_url(store: Store) -> str | None:
     """The store's PostgreSQL URL, or None for a SQLite store."""
     url = str(getattr(store, "url", "") or "")
     return url if url.startswith(("postgresql:", "postgres:")) else None

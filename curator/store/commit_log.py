@@ -5,21 +5,24 @@ moves them back by itself."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
+from curator.store.db import Row
 from curator.store.store import Store
 
 
 def last_anchor(store: Store, chat_id: str, origin: str | None = None) -> int | None:
     """The newest floor a commit (of `origin`) is anchored at, or None when there is none."""
     where, params = (" AND origin=?", (chat_id, origin)) if origin else ("", (chat_id,))
-    return store.conn.execute(f"SELECT MAX(anchor_floor) FROM commits WHERE chat_id=?{where}", params).fetchone()[0]
+    floor: int | None = store.conn.execute(f"SELECT MAX(anchor_floor) FROM commits WHERE chat_id=?{where}",
+                                           params).fetchone()[0]
+    return floor
 
 
 def last_floor(store: Store, chat_id: str) -> int | None:
     """The chat's last message floor, or None without messages."""
-    return store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()[0]
+    floor: int | None = store.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (chat_id,)).fetchone()[0]
+    return floor
 
 
 def newest_ops(store: Store, chat_id: str, origin: str, limit: int, note_prefix: str | None = None) -> list[list[Any]]:
@@ -42,7 +45,9 @@ def newest_ops_and_notes(store: Store, chat_id: str, origin: str, note_prefix: s
     return [(r[0], r[1]) for r in rows]
 
 
-def anchored_between(store: Store, chat_id: str, origin: str, after: int, upto: int) -> list[tuple[int, str, list]]:
+def anchored_between(
+    store: Store, chat_id: str, origin: str, after: int, upto: int
+) -> list[tuple[int, str, list[Any]]]:
     """(anchor floor, note, ops) of the commits of `origin` anchored in (after, upto], by floor then id."""
     rows = store.conn.execute("SELECT anchor_floor, note, ops_json FROM commits WHERE chat_id=? AND origin=? AND "
                               "anchor_floor > ? AND anchor_floor <= ? ORDER BY anchor_floor, id",
@@ -50,7 +55,7 @@ def anchored_between(store: Store, chat_id: str, origin: str, after: int, upto: 
     return [(floor, note, json.loads(ops)) for floor, note, ops in rows]
 
 
-def touching(store: Store, chat_id: str, node_id: str) -> list[tuple[int, str, str, int, str, list]]:
+def touching(store: Store, chat_id: str, node_id: str) -> list[tuple[int, str, str, int, str, list[Any]]]:
     """(id, origin, at, anchor floor, note, undo records) of the commits whose undo records may name the node
     (a text match: the caller checks each record), oldest first."""
     rows = store.conn.execute(
@@ -67,13 +72,14 @@ def floor_stamp(store: Store, chat_id: str, floor: int) -> tuple[int, int]:
     return (row[0] or 0, row[1])
 
 
-def newest_commit(store: Store, chat_id: str) -> sqlite3.Row | None:
+def newest_commit(store: Store, chat_id: str) -> Row | None:
     """id, anchor_floor, origin and at of the chat's newest commit."""
-    return store.conn.execute("SELECT id, anchor_floor, origin, at FROM commits WHERE chat_id=? ORDER BY id DESC "
-                              "LIMIT 1", (chat_id,)).fetchone()
+    row: Row | None = store.conn.execute("SELECT id, anchor_floor, origin, at FROM commits WHERE chat_id=? "
+                                         "ORDER BY id DESC LIMIT 1", (chat_id,)).fetchone()
+    return row
 
 
 def count_from(store: Store, chat_id: str, floor: int) -> int:
     """How many commits are anchored at or after `floor` (what a rollback of that floor would revert)."""
-    return store.conn.execute("SELECT COUNT(*) FROM commits WHERE chat_id=? AND anchor_floor >= ?",
-                              (chat_id, floor)).fetchone()[0]
+    return int(store.conn.execute("SELECT COUNT(*) FROM commits WHERE chat_id=? AND anchor_floor >= ?",
+                                  (chat_id, floor)).fetchone()[0])

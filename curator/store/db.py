@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 
 from curator.errors import MigrationFailed, StoreCorrupt, StoreError, StoreLocked, StoreTooNew
+from curator.store.dbtypes import Connection, Cursor, Params, Row
+
+__all__ = ["BUSY_TIMEOUT_MS", "DB_FILENAME", "Connection", "Cursor", "Params", "Row", "TranslatingConnection",
+           "connect", "migrate"]
 
 DB_FILENAME = "memory.db"
 BUSY_TIMEOUT_MS = 5000
@@ -154,7 +158,7 @@ _V9 = [
     "CREATE INDEX trash_by_chat ON trash (chat_id, id)",
 ]
 
-Migration = Callable[[sqlite3.Connection], None] | list[str]
+Migration = Callable[[Connection], None] | list[str]
 
 # SQLite DDL -> PostgreSQL DDL: 64-bit integers (SQLite's INTEGER is), identity for AUTOINCREMENT, doubles, no
 # WITHOUT ROWID, and byte-order text comparison (SQLite's BINARY collation) whatever the database's locale is.
@@ -197,13 +201,13 @@ class TranslatingConnection(sqlite3.Connection):
     def where(self) -> str:
         return str(self.path)
 
-    def execute(self, sql: str, params=()):  # type: ignore[override]
+    def execute(self, sql: str, params: Params = (), /) -> sqlite3.Cursor:  # type: ignore[override]
         try:
             return super().execute(sql, params)
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from None
 
-    def executemany(self, sql: str, params):  # type: ignore[override]
+    def executemany(self, sql: str, params: Iterable[Params], /) -> sqlite3.Cursor:  # type: ignore[override]
         try:
             return super().executemany(sql, params)
         except sqlite3.Error as exc:
@@ -222,7 +226,7 @@ class TranslatingConnection(sqlite3.Connection):
     def lock_chat(self, chat_id: str) -> None:
         """Nothing to do: the transaction already holds the file's write lock."""
 
-    def migration_lock(self):
+    def migration_lock(self) -> AbstractContextManager[object]:
         """Nothing to hold: each step's BEGIN IMMEDIATE already serialises migrators."""
         return nullcontext()
 
@@ -230,20 +234,20 @@ class TranslatingConnection(sqlite3.Connection):
         return self.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
 
 
-def connect(data_dir: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, url: str | None = None):
+def connect(data_dir: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, url: str | None = None) -> Connection:
     """Open (creating if needed) the database, migrated to the latest version: PostgreSQL at `url`, else the SQLite
     file in `data_dir`. A write waits up to `busy_timeout_ms` for another writer before failing with StoreLocked."""
     if url:
         from curator.store.pg import PgConnection  # psycopg loads only for a PostgreSQL store
 
-        conn = PgConnection(url, busy_timeout_ms)
+        server = PgConnection(url, busy_timeout_ms)
         try:
-            migrate(conn)
+            migrate(server)
             _make_data_dir(data_dir)  # it still holds config.yaml and the embedded vector index
         except BaseException:
-            conn.close()
+            server.close()
             raise
-        return conn
+        return server
     _make_data_dir(data_dir)
     path = data_dir / DB_FILENAME
     try:
@@ -291,7 +295,7 @@ def translate(exc: sqlite3.Error, path: Path | str) -> StoreError:
     return StoreError(f"database {path}: {text}")
 
 
-def current_version(conn) -> int:
+def current_version(conn: Connection | sqlite3.Connection) -> int:
     if not has_table(conn, "meta"):
         return 0
     row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -307,14 +311,14 @@ def current_version(conn) -> int:
     return version
 
 
-def has_table(conn, name: str) -> bool:
+def has_table(conn: Connection | sqlite3.Connection, name: str) -> bool:
     """Whether the table exists (a plain sqlite3 connection, as tools and tests open, works too)."""
     if isinstance(conn, sqlite3.Connection) and not isinstance(conn, TranslatingConnection):
         return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
-    return conn.has_table(name)
+    return bool(conn.has_table(name))
 
 
-def migrate(conn) -> int:
+def migrate(conn: Connection) -> int:
     """Apply every pending migration, each atomically with its version bump. Returns the final version."""
     if current_version(conn) == latest_version():
         return latest_version()  # the usual case: no lock to take
@@ -322,7 +326,7 @@ def migrate(conn) -> int:
         return _migrate(conn)
 
 
-def _migrate(conn) -> int:
+def _migrate(conn: Connection) -> int:
     version = current_version(conn)
     if version > latest_version():
         raise StoreTooNew(f"database {conn.where} is at version {version}; this package knows up to "
@@ -341,7 +345,9 @@ def _migrate(conn) -> int:
             else:
                 for statement in step:
                     conn.execute(ddl_for(conn.dialect, statement))
-            conn.execute(ddl_for(conn.dialect, "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"))
+            conn.execute(
+                ddl_for(conn.dialect, "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            )
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -358,5 +364,5 @@ def _migrate(conn) -> int:
     return version
 
 
-def _rollback(conn) -> None:
+def _rollback(conn: Connection) -> None:
     conn.rollback_quietly()

@@ -10,13 +10,13 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from curator.schemas import Schema, SchemaError, schema_from_data
 
-from curator.errors import ChatExists, ImportFileError, OpError
+from curator.errors import ChatExists, CuratorError, ImportFileError, OpError
 from curator.store.messages import latest_assistant_floor
 from curator.store.ops import CreateNode, Link, Scope, StoryTime
 from curator.store.store import CommitRecord, Store
@@ -69,14 +69,14 @@ class GraphFile(_Strict):
     format: Literal["memory-curator/graph"]
     version: int
     exported_at: str | None = None
-    chat: dict = {}
-    schema_: dict = Field(alias="schema")
+    chat: dict[str, Any] = {}
+    schema_: dict[str, Any] = Field(alias="schema")
     nodes: list[NodeRecord]
     edges: list[EdgeRecord] = []
 
 
 # ---- export ---------------------------------------------------------------------------------------
-def export_graph(store: Store, chat_id: str) -> dict:
+def export_graph(store: Store, chat_id: str) -> dict[str, Any]:
     """The chat's whole graph (active and archived nodes, edges) with its schema; no vectors."""
     chat = store.chat(chat_id)
     graph = store.graph(chat_id)
@@ -94,12 +94,12 @@ def export_graph(store: Store, chat_id: str) -> dict:
     }
 
 
-def _node_record(node: dict) -> dict:
+def _node_record(node: dict[str, Any]) -> dict[str, Any]:
     node.pop("last_access", None)  # recall bookkeeping, not memory
     return node
 
 
-def dumps(data: dict) -> str:
+def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
@@ -149,7 +149,7 @@ def parse_graph(text: str, source: str = "<graph>") -> tuple[GraphFile, Schema, 
     return graph, schema, source
 
 
-def _describe(exc: ValidationError, data: dict, text: str, source: str) -> str:
+def _describe(exc: ValidationError, data: dict[str, Any], text: str, source: str) -> str:
     lines = []
     for err in exc.errors()[:10]:
         loc = list(err["loc"])
@@ -245,7 +245,7 @@ def _commit_import(store: Store, chat_id: str, graph: GraphFile, mode: ImportMod
         raise ChatExists(f"chat {chat_id!r} already has node(s) {', '.join(clash[:5])}"
                          f"{' ...' if len(clash) > 5 else ''}",
                          "Import into a new chat, or roll back the earlier import first.")
-    ops: list = []
+    ops: list[Any] = []
     for node in _parents_first(graph.nodes):
         floors = (node.floor_from, node.floor_to) if mode == "restore" else (floor, floor)
         ops.append(CreateNode(
@@ -258,6 +258,8 @@ def _commit_import(store: Store, chat_id: str, graph: GraphFile, mode: ImportMod
                         strength=edge.strength, valid_from=edge.valid_from, valid_to=edge.valid_to,
                         created_at=edge.created_at, updated_at=edge.updated_at))
     anchor = floor if mode != "restore" else max((n.floor_to for n in graph.nodes), default=0)
+    if anchor is None:  # import_graph refused bind_floor without a floor already
+        raise CuratorError(f"mode {mode} needs a floor to bind the graph to")
     try:
         return store.commit(chat_id, ops, anchor_floor=anchor, origin="import", note=f"import {source} ({mode})")
     except OpError as exc:
@@ -265,7 +267,7 @@ def _commit_import(store: Store, chat_id: str, graph: GraphFile, mode: ImportMod
         raise ImportFileError(f"{source}: {what}: {exc.reason}") from None
 
 
-def _op_subject(ops: list, index: int | None) -> str:
+def _op_subject(ops: list[Any], index: int | None) -> str:
     if index is None:
         return "import"
     op = ops[index]

@@ -23,8 +23,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from curator.errors import ChatExists, ChatNotFound, CuratorError, OpError
+from curator.schemas import Schema
+from curator.store.db import Connection
 from curator.store.graph import EDGE_COLUMNS, NODE_COLUMNS
 from curator.store.ops import parse_ops
 from curator.store.projection import Applier
@@ -56,7 +59,7 @@ class ForkResult:
     nodes: int = 0
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "seconds": round(self.seconds, 4)}
 
 
@@ -99,7 +102,8 @@ def fork_chat(store: Store, parent_id: str, chat_id: str, floor: int) -> ForkRes
     return result
 
 
-def _copy_log(conn, schema, parent_id: str, chat_id: str, floor: int, result: ForkResult) -> None:
+def _copy_log(conn: Connection, schema: Schema, parent_id: str, chat_id: str, floor: int,
+              result: ForkResult) -> None:
     """The parent's commit log as a rollback to `floor + 1` leaves it, written as the fork's (module docstring)."""
     cols = ", ".join(_COMMIT_COLUMNS)
     first = conn.execute("SELECT MIN(id) FROM commits WHERE chat_id=? AND anchor_floor > ?",
@@ -136,7 +140,7 @@ def _copy_log(conn, schema, parent_id: str, chat_id: str, floor: int, result: Fo
         result.replayed += 1
 
 
-def fork_of(store: Store, chat_id: str) -> dict | None:
+def fork_of(store: Store, chat_id: str) -> dict[str, Any] | None:
     """Where a chat was forked from: {parent, floor, commits, at}, or None."""
     row = store.conn.execute("SELECT parent_id, floor, commits, at FROM chat_forks WHERE chat_id=?",
                              (chat_id,)).fetchone()

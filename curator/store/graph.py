@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from curator.store.db import Row
+
+if TYPE_CHECKING:
+    from curator.schemas import TypeSpec
 
 _SPACES = re.compile(r"\s+")
 _ALIAS_SPLIT = re.compile(r"[,，、;；/|\n]+")
@@ -23,7 +27,7 @@ def split_aliases(text: str) -> list[str]:
     return [part for part in (p.strip() for p in _ALIAS_SPLIT.split(text)) if part]
 
 
-def names_of(title: str, fields: dict, spec) -> set[str]:
+def names_of(title: str, fields: dict[str, str], spec: TypeSpec | None) -> set[str]:
     """The names a node answers to, normalized: its title, its type's primary-key fields and its aliases (`spec`,
     the type's schema entry; None: the title alone). The store's `node_names` and recall's state both use it."""
     names = {normalize_name(title)}
@@ -89,7 +93,7 @@ NODE_COLUMNS = (
 EDGE_COLUMNS = ("id", "source", "target", "relation", "strength", "valid_from", "valid_to", "created_at", "updated_at")
 
 
-def node_from_row(row: sqlite3.Row | dict, children: list[str] | None = None) -> Node:
+def node_from_row(row: Row | dict[str, Any], children: list[str] | None = None) -> Node:
     return Node(
         id=row["id"],
         type=row["type"],
@@ -111,9 +115,9 @@ def node_from_row(row: sqlite3.Row | dict, children: list[str] | None = None) ->
     )
 
 
-def edge_from_row(row: sqlite3.Row | dict) -> Edge:
+def edge_from_row(row: Row | dict[str, Any]) -> Edge:
     return Edge(**{c: row[c] for c in EDGE_COLUMNS})
 
 
-def row_dict(row: sqlite3.Row | None, columns: tuple[str, ...]) -> dict | None:
+def row_dict(row: Row | None, columns: tuple[str, ...]) -> dict[str, Any] | None:
     return None if row is None else {c: row[c] for c in columns}

@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from curator.store.db import Row
 from curator.store.chat_locks import postgres_url
 from curator.store.store import Store, utc_now
 
@@ -56,20 +58,21 @@ def worker_is_gone(worker: str | None) -> bool:
 
 
 class JobQueue:
-    def __init__(self, store: Store, worker: str | None = None, lease: float = DEFAULT_LEASE):
+    def __init__(self, store: Store, worker: str | None = None, lease: float = DEFAULT_LEASE) -> None:
         self.store, self.worker, self.lease = store, worker or new_worker_id(), lease
         self._skip_locked = " FOR UPDATE SKIP LOCKED" if postgres_url(store) else ""
 
-    def add(self, job_id: str, chat_id: str, kind: str, params: dict) -> None:
+    def add(self, job_id: str, chat_id: str, kind: str, params: dict[str, Any]) -> None:
         now = utc_now()
         with self.store.transaction() as conn:
             conn.execute("INSERT INTO jobs (id, chat_id, kind, params_json, state, created_at, updated_at) "
                          "VALUES (?, ?, ?, ?, 'queued', ?, ?)", (job_id, chat_id, kind, json.dumps(params), now, now))
 
-    def row(self, job_id: str) -> sqlite3.Row | None:
-        return self.store.conn.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+    def row(self, job_id: str) -> Row | None:
+        row: Row | None = self.store.conn.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return row
 
-    def rows(self, chat_id: str | None = None, limit: int = 100) -> list[sqlite3.Row]:
+    def rows(self, chat_id: str | None = None, limit: int = 100) -> list[Row]:
         """The newest jobs (of one chat), newest first."""
         sql = "SELECT * FROM jobs" + (" WHERE chat_id=?" if chat_id else "") + " ORDER BY created_at DESC LIMIT ?"
         return self.store.conn.execute(sql, ((chat_id,) if chat_id else ()) + (int(limit),)).fetchall()
@@ -81,7 +84,7 @@ class JobQueue:
             "AND cancel_requested=0 ORDER BY created_at DESC LIMIT 1", (chat_id, kind)).fetchone()
         return row[0] if row else None
 
-    def claim(self, limit: int, kinds) -> list:
+    def claim(self, limit: int, kinds: Iterable[str]) -> list[Row]:
         """Take up to `limit` queued jobs of `kinds` (those this worker can run), oldest first; each row is the job
         as taken (state running, ours)."""
         kinds = sorted(kinds)
@@ -97,23 +100,24 @@ class JobQueue:
                 (self.worker, lease_end(self.lease), utc_now(), *kinds, int(limit))).fetchall()
         return sorted(rows, key=lambda r: r["created_at"])
 
-    def stranded(self) -> list:
+    def stranded(self) -> list[Row]:
         """Running jobs whose lease ran out or whose worker is a process of this machine that is gone."""
         rows = self.store.conn.execute(
             "SELECT * FROM jobs WHERE state='running' AND COALESCE(worker, '') <> ?", (self.worker,)).fetchall()
         now = utc_now()
         return [r for r in rows if r["lease_until"] is None or r["lease_until"] < now or worker_is_gone(r["worker"])]
 
-    def take_over(self, row, message: str):
+    def take_over(self, row: Row, message: str) -> Row | None:
         """Take a stranded job for this worker; the row as taken, or None when another worker was first."""
         with self.store.transaction() as conn:
-            return conn.execute(
+            taken: Row | None = conn.execute(
                 "UPDATE jobs SET worker=?, lease_until=?, attempts=attempts+1, message=?, updated_at=? "
                 "WHERE id=? AND state='running' AND COALESCE(worker, '')=? AND COALESCE(lease_until, '')=? "
                 "RETURNING *", (self.worker, lease_end(self.lease), message, utc_now(), row["id"],
                                 row["worker"] or "", row["lease_until"] or "")).fetchone()
+        return taken
 
-    def fail_stranded(self, row, error: str) -> bool:
+    def fail_stranded(self, row: Row, error: str) -> bool:
         with self.store.transaction() as conn:
             return conn.execute(
                 "UPDATE jobs SET state='failed', error=?, worker=?, lease_until=NULL, updated_at=? "
@@ -140,7 +144,7 @@ class JobQueue:
         return {r[0] for r in self.store.conn.execute(
             "SELECT id FROM jobs WHERE worker=? AND state='running' AND cancel_requested=1", (self.worker,))}
 
-    def update(self, job_id: str, values: dict, mine: bool = True) -> bool:
+    def update(self, job_id: str, values: dict[str, Any], mine: bool = True) -> bool:
         """Set columns of a job; with `mine`, only while this worker holds it (a progress report also renews the
         lease). False when nothing was changed."""
         sets, params = ["updated_at=?"], [utc_now()]

@@ -7,7 +7,8 @@ commit log stores them) and an LLM's tool call can be validated into one directl
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -121,9 +122,8 @@ class Compact(_Op):
     children: list[str] = Field(min_length=1)
 
 
-Op = Annotated[
-    CreateNode | UpdateNode | ArchiveNode | DeleteNode | Link | Unlink | Compact, Field(discriminator="op")
-]
+AnyOp = CreateNode | UpdateNode | ArchiveNode | DeleteNode | Link | Unlink | Compact
+Op = Annotated[AnyOp, Field(discriminator="op")]
 OPS = TypeAdapter(list[Op])
 
 
@@ -135,11 +135,11 @@ def new_edge_id() -> str:
     return "e_" + secrets.token_hex(6)
 
 
-def parse_ops(data: object) -> list[_Op]:
+def parse_ops(data: object) -> list[AnyOp]:
     """Validate JSON-like data (a list of op mappings) into ops; raises pydantic.ValidationError."""
     return OPS.validate_python(data)
 
 
-def dump_ops(ops: list[_Op]) -> list[dict]:
+def dump_ops(ops: Sequence[AnyOp]) -> list[dict[str, Any]]:
     # exclude_unset keeps `parent: None` (detach) distinct from "parent not given".
     return [op.model_dump(mode="json", exclude_unset=True) | {"op": op.op} for op in ops]

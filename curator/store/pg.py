@@ -10,9 +10,10 @@ in autocommit so a read never leaves a transaction open; `begin()` starts an exp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any
 
 from curator.errors import MissingExtra, StoreError, StoreLocked
 
@@ -24,6 +25,7 @@ try:
     from psycopg.types.numeric import Int8Dumper
 except ImportError as exc:
     raise MissingExtra("postgres", "a store on PostgreSQL") from exc
+from curator.store.dbtypes import Params
 from curator.store.location import redact
 
 CONNECT_TIMEOUT_S = 10
@@ -37,15 +39,15 @@ class Row:
 
     __slots__ = ("_values", "_index")
 
-    def __init__(self, values: tuple, index: dict[str, int]):
+    def __init__(self, values: tuple[Any, ...], index: dict[str, int]) -> None:
         self._values, self._index = values, index
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: int | str, /) -> Any:
         if isinstance(key, str):
             return self._values[self._index[key]]
         return self._values[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._values)
 
     def __len__(self) -> int:
@@ -61,7 +63,7 @@ class Row:
 _INDEXES: dict[tuple[bytes, ...], dict[str, int]] = {}  # column names -> {name: position}, shared by all rows
 
 
-def _row_factory(cursor):
+def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], Any]:
     # Column names straight from the result (cheaper than building cursor.description for every statement).
     result = cursor.pgresult
     if result is None or not result.nfields:
@@ -70,13 +72,13 @@ def _row_factory(cursor):
     index = _INDEXES.get(names)
     if index is None:
         index = _INDEXES[names] = {name.decode(): i for i, name in enumerate(names)}
-    return lambda values: Row(values, index)
+    return lambda values: Row(tuple(values), index)
 
 
 class _NumericLoader(Loader):
     """SUM over BIGINT is NUMERIC in PostgreSQL; SQLite gives an int (or a float). Keep SQLite's types, not Decimal."""
 
-    def load(self, data):
+    def load(self, data: Any) -> int | float:
         text = bytes(data).decode()
         return float(text) if any(c in text for c in ".eEN") else int(text)
 
@@ -84,7 +86,7 @@ class _NumericLoader(Loader):
 class _BoolAsIntDumper(Int8Dumper):
     """The schema stores flags as integers (SQLite has no booleans): send True/False as 1/0."""
 
-    def dump(self, obj):
+    def dump(self, obj: Any) -> Any:
         return super().dump(int(obj))
 
 
@@ -114,7 +116,7 @@ class PgConnection:
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, busy_timeout_ms: int):
+    def __init__(self, url: str, busy_timeout_ms: int) -> None:
         self.url = url
         self.where = redact(url)
         try:
@@ -151,13 +153,13 @@ class PgConnection:
             raise translate(exc, self.where) from None
 
     # ---- the calling convention ---------------------------------------------------------------
-    def execute(self, sql: str, params=()):
+    def execute(self, sql: str, params: Params = (), /) -> Any:  # a psycopg cursor
         try:
             return self._conn.execute(to_pyformat(sql), tuple(params) or None)
         except psycopg.Error as exc:
             raise translate(exc, self.where) from None
 
-    def executemany(self, sql: str, params):
+    def executemany(self, sql: str, params: Iterable[Params], /) -> Any:
         params = [tuple(p) for p in params]
         cursor = self._conn.cursor()
         if params:
@@ -207,7 +209,7 @@ class PgConnection:
                 self.execute("SELECT pg_advisory_unlock(?, hashtext(current_schema()))", (MIGRATION_LOCK,))
 
     def has_table(self, name: str) -> bool:
-        return self.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0]
+        return bool(self.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0])
 
     def backend_pid(self) -> int:
         return self._conn.info.backend_pid

@@ -6,6 +6,7 @@ follows, so rollbacks and swipes take it away with that reply's memory."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from curator.store.commit_log import newest_ops_and_notes
 from curator.store.store import Store
@@ -13,7 +14,7 @@ from curator.store.store import Store
 NOTE = "plot plan: "
 
 
-def latest_plan(store: Store, chat_id: str, upto: int | None = None) -> dict | None:
+def latest_plan(store: Store, chat_id: str, upto: int | None = None) -> dict[str, Any] | None:
     """The newest plan (anchored at `upto` or before): {beats, floor, seq}, or None."""
     for floor, note in newest_ops_and_notes(store, chat_id, "maintenance", NOTE, upto):
         try:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
+from collections.abc import Callable
 from typing import Any
 
+from curator.store.db import Connection
 from curator.schemas import Schema, TypeSpec
 
 from curator.errors import OpError
@@ -48,15 +49,15 @@ _PUT_EDGE = _upsert("edges", EDGE_COLUMNS)
 class Applier:
     """Applies ops for one commit inside an open transaction; the caller commits or rolls back."""
 
-    def __init__(self, conn: sqlite3.Connection, chat_id: str, schema: Schema, anchor_floor: int, at: str):
+    def __init__(self, conn: Connection, chat_id: str, schema: Schema, anchor_floor: int, at: str) -> None:
         self.conn, self.chat_id, self.schema = conn, chat_id, schema
         self.anchor, self.at = anchor_floor, at
-        self._before: dict[tuple[str, str], dict | None] = {}
+        self._before: dict[tuple[str, str], dict[str, Any] | None] = {}
         self.touched_nodes: set[str] = set()  # what this applier wrote (and edges' ends): derived state follows
         self.touched_edges: set[str] = set()
 
     # ---- public -------------------------------------------------------------------------------
-    def apply(self, ops: list) -> list:
+    def apply(self, ops: list[Any]) -> list[Any]:
         """Apply ops in order; returns them normalized (generated ids filled in) for the commit log."""
         done = []
         for index, op in enumerate(ops):
@@ -70,22 +71,22 @@ class Applier:
         return [[kind, key, before] for (kind, key), before in self._before.items()]
 
     # ---- row helpers --------------------------------------------------------------------------
-    def node_row(self, node_id: str) -> dict | None:
+    def node_row(self, node_id: str) -> dict[str, Any] | None:
         row = self.conn.execute(
             f"SELECT {', '.join(NODE_COLUMNS)} FROM nodes WHERE chat_id=? AND id=?", (self.chat_id, node_id)
         ).fetchone()
         return row_dict(row, NODE_COLUMNS)
 
-    def _edge_row(self, where: str, params: tuple) -> dict | None:
+    def _edge_row(self, where: str, params: tuple[Any, ...]) -> dict[str, Any] | None:
         row = self.conn.execute(
             f"SELECT {', '.join(EDGE_COLUMNS)} FROM edges WHERE chat_id=? AND {where}", (self.chat_id, *params)
         ).fetchone()
         return row_dict(row, EDGE_COLUMNS)
 
-    def _touch(self, kind: str, key: str, current: dict | None) -> None:
+    def _touch(self, kind: str, key: str, current: dict[str, Any] | None) -> None:
         self._before.setdefault((kind, key), None if current is None else dict(current))
 
-    def put_node(self, row: dict) -> None:
+    def put_node(self, row: dict[str, Any]) -> None:
         self.touched_nodes.add(row["id"])
         self.conn.execute(_PUT_NODE, (self.chat_id, *(row[c] for c in NODE_COLUMNS)))
         self.conn.execute("DELETE FROM node_names WHERE chat_id=? AND node_id=?", (self.chat_id, row["id"]))
@@ -99,7 +100,7 @@ class Applier:
         self.conn.execute("DELETE FROM nodes WHERE chat_id=? AND id=?", (self.chat_id, node_id))
         self.conn.execute("DELETE FROM node_names WHERE chat_id=? AND node_id=?", (self.chat_id, node_id))
 
-    def put_edge(self, row: dict) -> None:
+    def put_edge(self, row: dict[str, Any]) -> None:
         self.touched_edges.add(row["id"])
         self.touched_nodes.update((row["source"], row["target"]))
         # SQLite's INSERT OR REPLACE also dropped another edge holding the same (source, target, relation), as a
@@ -120,7 +121,7 @@ class Applier:
             else:
                 self.put_edge(before) if before else self.drop_edge(key)
 
-    def _names(self, row: dict) -> set[str]:
+    def _names(self, row: dict[str, Any]) -> set[str]:
         return names_of(row["title"], json.loads(row["fields_json"]), self.schema.type(row["type"]))
 
     # ---- checks -------------------------------------------------------------------------------
@@ -131,13 +132,13 @@ class Applier:
             raise OpError(f"unknown type {type_name!r}; this chat's schema has: {known}")
         return spec
 
-    def _existing(self, node_id: str, role: str = "node") -> dict:
+    def _existing(self, node_id: str, role: str = "node") -> dict[str, Any]:
         row = self.node_row(node_id)
         if row is None:
             raise OpError(f"{role} {node_id!r} does not exist")
         return row
 
-    def _check_fields(self, spec: TypeSpec, names: list[str] | dict, *, clearing: bool = False) -> None:
+    def _check_fields(self, spec: TypeSpec, names: list[str] | dict[str, Any], *, clearing: bool = False) -> None:
         unknown = [n for n in names if n not in spec.field_names]
         if unknown:
             raise OpError(
@@ -154,7 +155,7 @@ class Applier:
         if missing:
             raise OpError(f"type {spec.name!r} requires field(s): {', '.join(missing)}")
 
-    def _new_id(self, given: str | None, make, exists) -> str:
+    def _new_id(self, given: str | None, make: Callable[[], str], exists: Callable[[str], object]) -> str:
         if given is None:
             return make()
         if not _ID.match(given):
@@ -252,18 +253,20 @@ class Applier:
             self.drop_edge(edge["id"])
         for child_id in self._child_ids(op.id):
             child = self.node_row(child_id)
+            if child is None:
+                continue
             self._touch("n", child_id, child)
             self.put_node({**child, "parent_id": None, "updated_at": self.at})
         self._touch("n", op.id, row)
         self.drop_node(op.id)
         return op
 
-    def _incident_edges(self, node_id: str) -> list[dict]:
+    def _incident_edges(self, node_id: str) -> list[dict[str, Any]]:
         rows = self.conn.execute(
             f"SELECT {', '.join(EDGE_COLUMNS)} FROM edges WHERE chat_id=? AND (source=? OR target=?) ORDER BY id",
             (self.chat_id, node_id, node_id),
         ).fetchall()
-        return [row_dict(r, EDGE_COLUMNS) for r in rows]
+        return [{c: r[c] for c in EDGE_COLUMNS} for r in rows]
 
     def _child_ids(self, node_id: str) -> list[str]:
         rows = self.conn.execute(
@@ -362,7 +365,7 @@ class Applier:
                     self._move_edge(edge, child["id"], summary_id)
         return op if op.id else op.model_copy(update={"id": summary_id})
 
-    def _move_edge(self, edge: dict, old: str, new: str) -> None:
+    def _move_edge(self, edge: dict[str, Any], old: str, new: str) -> None:
         source = new if edge["source"] == old else edge["source"]
         target = new if edge["target"] == old else edge["target"]
         relation = self.schema.relation(edge["relation"])

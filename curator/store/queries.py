@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import defaultdict
-from typing import Literal
+from typing import Any, Literal
 
+from curator.store.db import Connection
 from curator.store.graph import EDGE_COLUMNS, NODE_COLUMNS, Edge, Node, edge_from_row, node_from_row, normalize_name
 
 _NODE_SELECT = f"SELECT {', '.join(NODE_COLUMNS)} FROM nodes"
@@ -18,10 +18,10 @@ CHILDREN_SQL = ("SELECT c.parent_id, n.floor_from, c.id FROM (SELECT parent_id, 
 class GraphView:
     """Queries over the graph of one chat. Cheap to create; holds no state of its own."""
 
-    def __init__(self, conn: sqlite3.Connection, chat_id: str):
+    def __init__(self, conn: Connection, chat_id: str) -> None:
         self.conn, self.chat_id = conn, chat_id
 
-    def _nodes(self, where: str = "", params: tuple = (), order: str = "floor_from, id",
+    def _nodes(self, where: str = "", params: tuple[Any, ...] = (), order: str = "floor_from, id",
                limit: int | None = None, offset: int = 0) -> list[Node]:
         sql = f"{_NODE_SELECT} WHERE chat_id=?{' AND ' + where if where else ''} ORDER BY {order}"
         if limit is not None:
@@ -51,7 +51,8 @@ class GraphView:
     def nodes(self, type: str | None = None, level: int | None = None, archived: bool | None = False,
               limit: int | None = None, offset: int = 0) -> list[Node]:
         """Nodes by type/level; `archived=None` gives both active and archived ones. Ordered by floor."""
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[Any] = []
         for column, value in (("type", type), ("level", level)):
             if value is not None:
                 clauses.append(f"{column}=?")
@@ -75,7 +76,7 @@ class GraphView:
             "SELECT floor_from, floor_to, story_label, story_segment FROM nodes WHERE chat_id=? AND "
             "story_segment IS NOT NULL ORDER BY floor_from, id", (self.chat_id,))]
 
-    def latest_of_types(self, types: list[str], limit: int) -> list[tuple[str, str, dict]]:
+    def latest_of_types(self, types: list[str], limit: int) -> list[tuple[str, str, dict[str, Any]]]:
         """(type, title, fields) of the `limit` active nodes of `types` with the latest floor_to; ties in the order
         of `types`, then of `nodes()` (floor_from, id). Reads only what it returns (the extractor's known names
         read every entity of the chat, whole, each step)."""
@@ -90,7 +91,9 @@ class GraphView:
 
     def titles(self, type: str) -> list[str]:
         """Titles of every node of a type, archived ones included (cheap: no other columns)."""
-        return [r[0] for r in self.conn.execute("SELECT title FROM nodes WHERE chat_id=? AND type=?", (self.chat_id, type))]
+        return [
+            r[0] for r in self.conn.execute("SELECT title FROM nodes WHERE chat_id=? AND type=?", (self.chat_id, type))
+        ]
 
     def find_by_name(self, name: str, types: list[str] | None = None, include_archived: bool = False,
                      partial: bool = False) -> list[Node]:
@@ -109,7 +112,7 @@ class GraphView:
         if not ids:
             return []
         where = f"id IN ({', '.join('?' * len(ids))})"
-        params: tuple = tuple(ids)
+        params: tuple[Any, ...] = tuple(ids)
         if types:
             where += f" AND type IN ({', '.join('?' * len(types))})"
             params += tuple(types)
@@ -163,7 +166,7 @@ class GraphView:
     def timeline(self, floor_from: int = 0, floor_to: int | None = None, types: list[str] | None = None,
                  include_archived: bool = False) -> list[Node]:
         """Nodes whose floor range overlaps [floor_from, floor_to], in story order."""
-        where, params = "floor_to >= ?", [floor_from]
+        where, params = "floor_to >= ?", [floor_from]  # type: str, list[Any]
         if floor_to is not None:
             where += " AND floor_from <= ?"
             params.append(floor_to)
@@ -188,12 +191,12 @@ class GraphView:
         return [r[0] for r in self.conn.execute(f"SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ?{where}",
                                                 (self.chat_id, floor, *(types or ())))]
 
-    def links(self, edge_ids: list[int] | None = None) -> list[tuple[int, str, str, str]]:
+    def links(self, edge_ids: list[str] | None = None) -> list[tuple[str, str, str, str]]:
         """(id, relation, source, target) of every edge, or of those of `edge_ids` that exist; ordered by id."""
         sql = "SELECT id, relation, source, target FROM edges WHERE chat_id=?"
         if edge_ids is None:
             return [tuple(r) for r in self.conn.execute(sql + " ORDER BY id", (self.chat_id,))]
-        found: list[tuple[int, str, str, str]] = []
+        found: list[tuple[str, str, str, str]] = []
         for start in range(0, len(edge_ids), 500):
             chunk = edge_ids[start:start + 500]
             found.extend(tuple(r) for r in self.conn.execute(
@@ -222,11 +225,11 @@ class GraphView:
 
     def isolated(self) -> int:
         """How many active nodes have no edge."""
-        return self.conn.execute(
+        return int(self.conn.execute(
             "SELECT COUNT(*) FROM nodes n WHERE n.chat_id=? AND n.archived=0 AND NOT EXISTS (SELECT 1 FROM edges e "
-            "WHERE e.chat_id=n.chat_id AND (e.source=n.id OR e.target=n.id))", (self.chat_id,)).fetchone()[0]
+            "WHERE e.chat_id=n.chat_id AND (e.source=n.id OR e.target=n.id))", (self.chat_id,)).fetchone()[0])
 
-    def outline(self, archived: bool | None = False) -> list[dict]:
+    def outline(self, archived: bool | None = False) -> list[dict[str, Any]]:
         """Every node without its fields (id, type, title, level, floors from/to, importance, archived), by floor:
         what a picture of the whole graph needs."""
         where = "" if archived is None else f" AND archived={int(archived)}"
@@ -253,18 +256,21 @@ class GraphView:
             "SELECT id FROM nodes WHERE chat_id=? AND type=? AND level=? AND archived=0 AND parent_id IS NULL "
             "ORDER BY floor_from, floor_to, created_at, id", (self.chat_id, type, level))]
 
-    def active_texts(self) -> list[tuple[str, str, str, dict]]:
+    def active_texts(self) -> list[tuple[str, str, str, dict[str, Any]]]:
         """(id, type, title, fields) of every active node: what a keyword index is built from."""
         return [(r[0], r[1], r[2], json.loads(r[3])) for r in self.conn.execute(
             "SELECT id, type, title, fields_json FROM nodes WHERE chat_id=? AND archived=0", (self.chat_id,))]
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """Counts of active and archived nodes (in all and per type), edges and commits."""
         by_type: dict[str, dict[str, int]] = defaultdict(lambda: {"active": 0, "archived": 0})
-        for type_, archived, count in self.conn.execute(
+        for type_, archived, number in self.conn.execute(
                 "SELECT type, archived, COUNT(*) FROM nodes WHERE chat_id=? GROUP BY type, archived", (self.chat_id,)):
-            by_type[type_]["archived" if archived else "active"] = count
-        count = lambda sql: self.conn.execute(sql, (self.chat_id,)).fetchone()[0]
+            by_type[type_]["archived" if archived else "active"] = number
+
+        def count(sql: str) -> int:
+            return int(self.conn.execute(sql, (self.chat_id,)).fetchone()[0])
+
         return {
             "nodes_active": sum(v["active"] for v in by_type.values()),
             "nodes_archived": sum(v["archived"] for v in by_type.values()),
@@ -274,7 +280,7 @@ class GraphView:
             "by_type": dict(sorted(by_type.items())),
         }
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """Every node and edge as plain data, ordered by id: a canonical picture for comparisons."""
         nodes = self._nodes(order="id")
         return {"nodes": [n.to_dict() for n in nodes], "edges": [e.to_dict() for e in self.edges()]}

@@ -3,14 +3,16 @@ small helpers every write uses (parsing ops, the stored JSON form, the chat's gr
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
+from curator.store.dbtypes import Connection, Row
 from curator.errors import OpError
 from curator.store.messages import Message
 from curator.store.ops import parse_ops
@@ -29,7 +31,7 @@ class CommitRecord:
     anchor_floor: int
     origin: str
     at: str
-    ops: list[dict]
+    ops: list[dict[str, Any]]
     note: str = ""
 
 
@@ -61,11 +63,11 @@ class UndoResult:
     displaced: list[int] = field(default_factory=list)  # commit ids the undo took out (now in `displaced_batch`)
     displaced_batch: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def record_of(row) -> CommitRecord:
+def record_of(row: Row) -> CommitRecord:
     return CommitRecord(row["id"], row["chat_id"], row["anchor_floor"], row["origin"], row["at"],
                         json.loads(row["ops_json"]), row["note"])
 
@@ -74,15 +76,15 @@ def dumps(data: object) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def bump_version(conn: sqlite3.Connection, chat_id: str) -> int:
-    return conn.execute("UPDATE chats SET graph_version = graph_version + 1 WHERE id=? RETURNING graph_version",
-                        (chat_id,)).fetchone()[0]
+def bump_version(conn: Connection, chat_id: str) -> int:
+    return int(conn.execute("UPDATE chats SET graph_version = graph_version + 1 WHERE id=? RETURNING graph_version",
+                            (chat_id,)).fetchone()[0])
 
 
 _OP_TAGS = {"create_node", "update_node", "archive_node", "delete_node", "link", "unlink", "compact"}
 
 
-def parse_any(ops: list) -> list:
+def parse_any(ops: list[Any]) -> list[Any]:
     """Ops given as dicts or as op models, parsed (OpError naming the op and the field when one is invalid)."""
     if all(hasattr(op, "op") and not isinstance(op, dict) for op in ops):
         return ops
@@ -92,12 +94,13 @@ def parse_any(ops: list) -> list:
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = list(err["loc"])
-        index = loc.pop(0) if loc and isinstance(loc[0], int) else None
+        first = loc.pop(0) if loc and isinstance(loc[0], int) else None
+        index = first if isinstance(first, int) else None
         where = ".".join(str(p) for p in loc if p not in _OP_TAGS)
         raise OpError(f"{where + ': ' if where else ''}{err['msg']}", index=index) from None
 
 
-def write_messages(conn, chat_id: str, floor: int, messages: Sequence[Message]) -> int:
+def write_messages(conn: Connection, chat_id: str, floor: int, messages: Sequence[Message]) -> int:
     """Replace the chat's floors from `floor` on with `messages` inside the caller's transaction; returns the new
     messages version."""
     conn.execute("DELETE FROM messages WHERE chat_id=? AND floor >= ?", (chat_id, floor))
@@ -108,11 +111,11 @@ def write_messages(conn, chat_id: str, floor: int, messages: Sequence[Message]) 
           json.dumps(m.swipes, ensure_ascii=False) if m.swipes else None, m.hash, m.sent_at)
          for f, m in enumerate(messages, start=floor)],
     )
-    return conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=? "
-                        "RETURNING messages_version", (chat_id,)).fetchone()[0]
+    return int(conn.execute("UPDATE chats SET messages_version = messages_version + 1 WHERE id=? "
+                            "RETURNING messages_version", (chat_id,)).fetchone()[0])
 
 
-def read_messages(conn, chat_id: str, floor: int = 0) -> list[Message]:
+def read_messages(conn: Connection, chat_id: str, floor: int = 0) -> list[Message]:
     """The chat's stored floors from `floor` on."""
     rows = conn.execute("SELECT * FROM messages WHERE chat_id=? AND floor >= ? ORDER BY floor", (chat_id, floor))
     return [Message(role=r["role"], name=r["name"], text=r["text"], swipe_id=r["swipe_id"],

@@ -11,8 +11,11 @@ rollback replaced come back too. Undoing that new batch redoes the rollback, wit
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 
+from curator.store.dbtypes import Connection, Row
 from curator.errors import CuratorError, OpError
 from curator.schemas import Schema
 from curator.store import trash
@@ -20,7 +23,7 @@ from curator.store.projection import Applier
 from curator.store.records import RollbackResult, UndoResult, dumps, parse_any, read_messages, record_of
 
 
-def revert_from(conn, chat_id: str, schema: Schema, first: int) -> tuple[list, Applier]:
+def revert_from(conn: Connection, chat_id: str, schema: Schema, first: int) -> tuple[list[Any], Applier]:
     """Revert every commit with id >= `first`, newest first, and take them out of the log. Returns their rows
     (newest first) and an Applier holding what the restores touched."""
     suffix = conn.execute("SELECT * FROM commits WHERE chat_id=? AND id >= ? ORDER BY id DESC",
@@ -34,7 +37,7 @@ def revert_from(conn, chat_id: str, schema: Schema, first: int) -> tuple[list, A
     return suffix, touched
 
 
-def replay(conn, chat_id: str, schema: Schema, commit: dict, touched: Applier) -> None:
+def replay(conn: Connection, chat_id: str, schema: Schema, commit: dict[str, Any], touched: Applier) -> None:
     """Apply a commit again, under its own id (a savepoint: on OpError nothing of it stays, and it is raised)."""
     conn.execute("SAVEPOINT replay")
     applier = Applier(conn, chat_id, schema, commit["anchor_floor"], commit["at"])
@@ -53,7 +56,7 @@ def replay(conn, chat_id: str, schema: Schema, commit: dict, touched: Applier) -
                   dumps(commit["ops"]), dumps(applier.undo_record()), commit["note"]))
 
 
-def rollback(conn, chat_id: str, schema: Schema, floor: int, *, reason: str, detail: str, keep_floors: bool,
+def rollback(conn: Connection, chat_id: str, schema: Schema, floor: int, *, reason: str, detail: str, keep_floors: bool,
              retention: trash.Retention, at: str) -> tuple[RollbackResult, Applier | None]:
     """Revert every commit anchored at or after `floor`; commits anchored lower that were made after the first
     reverted one are replayed on top (or dropped when they built on what was reverted). All of it goes to the
@@ -83,7 +86,7 @@ def rollback(conn, chat_id: str, schema: Schema, floor: int, *, reason: str, det
     return result, touched
 
 
-def clear(conn, chat_id: str, *, reason: str, detail: str, keep_floors: bool, retention: trash.Retention,
+def clear(conn: Connection, chat_id: str, *, reason: str, detail: str, keep_floors: bool, retention: trash.Retention,
           at: str) -> tuple[int, int | None]:
     """Take the whole commit log and graph away (before a rebuild), into the trash. The undo records are not
     needed (the graph tables are emptied), so a log whose undo records are damaged can still be cleared. Returns
@@ -102,8 +105,8 @@ def clear(conn, chat_id: str, *, reason: str, detail: str, keep_floors: bool, re
     return len(rows), batch
 
 
-def undo(conn, chat_id: str, schema: Schema, batch_id: int, *, retention: trash.Retention,
-         at: str) -> tuple[UndoResult, Applier, list | None]:
+def undo(conn: Connection, chat_id: str, schema: Schema, batch_id: int, *, retention: trash.Retention,
+         at: str) -> tuple[UndoResult, Applier, list[Any] | None]:
     """Put a trash batch back: its commits in the log and graph, its floors in the chat (see the module
     docstring). Returns the result, what was touched, and the floors to write from the batch's floor on (None:
     the batch kept no floors). Refused when its base changed since (the undo could not be exact)."""
@@ -139,7 +142,7 @@ def undo(conn, chat_id: str, schema: Schema, batch_id: int, *, retention: trash.
     return result, touched, floors
 
 
-def _commit(row) -> dict:
+def _commit(row: Row) -> dict[str, Any]:
     return {"id": row["id"], "anchor_floor": row["anchor_floor"], "origin": row["origin"], "at": row["at"],
             "ops": json.loads(row["ops_json"]), "note": row["note"]}
 

@@ -7,25 +7,24 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
 from typing import Any
 
 from curator.schemas import Schema
 
 from curator.errors import OpError
-from curator.store.db import DB_FILENAME, TranslatingConnection, migrate
-from curator.store.ops import dump_ops, parse_ops
+from curator.store.db import Connection, DB_FILENAME, TranslatingConnection, migrate
+from curator.store.ops import AnyOp, dump_ops, parse_ops
 from curator.store.projection import Applier
 from curator.store.store import Store, utc_now
 
 GRAPH_TABLES = ("nodes", "node_names", "edges")
 
 
-def copy_graph(store: Store, chat_id: str) -> sqlite3.Connection:
+def copy_graph(store: Store, chat_id: str) -> Connection:
     """A fresh in-memory database holding the chat's graph tables (one statement per table)."""
     conn = sqlite3.connect("file::memory:", uri=True, isolation_level=None, check_same_thread=False,
                            factory=TranslatingConnection)
-    conn.path = ":memory: (curator workspace)"  # type: ignore[attr-defined]  # named in error messages
+    conn.path = ":memory: (curator workspace)"  # named in error messages
     conn.row_factory = sqlite3.Row
     if store.engine != "sqlite":
         _copy_from_server(conn, store, chat_id)
@@ -50,8 +49,8 @@ def copy_graph(store: Store, chat_id: str) -> sqlite3.Connection:
     return conn
 
 
-def apply_ops(conn: sqlite3.Connection, chat_id: str, schema: Schema, anchor: int,
-              ops: Sequence[Any]) -> list[dict[str, Any]]:
+def apply_ops(conn: Connection, chat_id: str, schema: Schema, anchor: int,
+              ops: list[AnyOp]) -> list[dict[str, Any]]:
     """Apply parsed ops to the copy, all or nothing (the copy is as it was when one fails); the ops as applied,
     with ids filled in."""
     conn.execute("SAVEPOINT stage")
@@ -65,7 +64,7 @@ def apply_ops(conn: sqlite3.Connection, chat_id: str, schema: Schema, anchor: in
     return done
 
 
-def rewind(conn: sqlite3.Connection, store: Store, chat_id: str, schema: Schema, floor: int) -> int:
+def rewind(conn: Connection, store: Store, chat_id: str, schema: Schema, floor: int) -> int:
     """Turn a copy (of the chat's graph now) into the graph a rollback to `floor` would leave: the commits
     anchored at `floor` or later reverted, those anchored before it that came after them replayed. Nothing of the
     store changes. Returns how many commits were reverted."""
@@ -95,7 +94,7 @@ def rewind(conn: sqlite3.Connection, store: Store, chat_id: str, schema: Schema,
     return sum(1 for row in suffix if row[1] >= floor)
 
 
-def _copy_from_server(conn: sqlite3.Connection, store: Store, chat_id: str) -> None:
+def _copy_from_server(conn: Connection, store: Store, chat_id: str) -> None:
     """The copy of a chat whose store is on a database server: the store's tables (its own migrations, run on the
     in-memory database), then the chat's graph rows read over the store's connection."""
     migrate(conn)
@@ -109,7 +108,7 @@ def _copy_from_server(conn: sqlite3.Connection, store: Store, chat_id: str) -> N
     conn.execute("COMMIT")
 
 
-def _attach(conn: sqlite3.Connection, store: Store) -> None:
+def _attach(conn: Connection, store: Store) -> None:
     # Read-only URI attach: the copy can never write to the real store.
     path = (store.data_dir / DB_FILENAME).resolve()
     conn.execute("ATTACH DATABASE ? AS source", (f"file:{path.as_posix()}?mode=ro",))

@@ -9,8 +9,9 @@ never correctness.
 from __future__ import annotations
 
 import json
-import sqlite3
+from typing import Any
 
+from curator.store.db import Connection
 from curator.errors import CuratorError, OpError
 from curator.store.messages import Message, floor_hash
 from curator.store.store import CommitRecord, Store, utc_now
@@ -25,7 +26,7 @@ def text_key(message: Message) -> int:
 class Shelf:
     """The swipe shelf of every chat in one store."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store) -> None:
         self.store = store
 
     def put(self, chat_id: str, floor: int, message: Message, commits: list[CommitRecord]) -> None:
@@ -40,7 +41,7 @@ class Shelf:
                          "at = excluded.at",
                          (chat_id, floor, text_key(message), json.dumps(data, ensure_ascii=False), utc_now()))
 
-    def take(self, chat_id: str, floor: int, message: Message) -> list[dict] | None:
+    def take(self, chat_id: str, floor: int, message: Message) -> list[dict[str, Any]] | None:
         """The shelved commits for this reply at this floor (removed from the shelf), or None."""
         with self.store.transaction(chat_id) as conn:
             row = conn.execute("SELECT commits_json FROM swipe_shelf WHERE chat_id=? AND floor=? AND text_key=?",
@@ -49,7 +50,8 @@ class Shelf:
                 return None
             conn.execute("DELETE FROM swipe_shelf WHERE chat_id=? AND floor=? AND text_key=?",
                          (chat_id, floor, text_key(message)))
-        return json.loads(row[0])
+        shelved: list[dict[str, Any]] = json.loads(row[0])
+        return shelved
 
     def restore(self, chat_id: str, floor: int, message: Message) -> list[CommitRecord] | None:
         """Commit the shelved commits again. If one no longer applies (history below moved on), undo what was
@@ -83,5 +85,5 @@ class Shelf:
         return [(r[0], r[1], len(json.loads(r[2]))) for r in rows]
 
 
-def delete_chat_rows(conn: sqlite3.Connection, chat_id: str) -> None:
+def delete_chat_rows(conn: Connection, chat_id: str) -> None:
     conn.execute("DELETE FROM swipe_shelf WHERE chat_id=?", (chat_id,))

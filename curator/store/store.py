@@ -9,36 +9,35 @@ lock (both engines honour it), so two processes never interleave one chat's comm
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from curator.schemas import Schema, schema_from_data
 
 from curator.store import rewind, trash
 from curator.store.changes import ChangeLog
-from curator.store.db import BUSY_TIMEOUT_MS, connect
+from curator.store.db import BUSY_TIMEOUT_MS, Connection, Row, connect
 from curator.store.location import store_url
 from curator.errors import ChatExists, ChatNotFound, CuratorError
 from curator.store.messages import Message
 from curator.store.ops import dump_ops
 from curator.store.projection import Applier
 from curator.store.queries import GraphView
-from curator.store.records import (  # noqa: F401 - CommitRecord, RollbackResult and utc_now are imported from here
-    CommitRecord,
-    RollbackResult,
-    UndoResult,
+from curator.store.records import (  # CommitRecord, RollbackResult, UndoResult and utc_now are imported from here
+    CommitRecord as CommitRecord,
+    RollbackResult as RollbackResult,
+    UndoResult as UndoResult,
     bump_version as _bump_version,
     dumps as _dumps,
     parse_any as _parse,
     read_messages,
     record_of as _record,
-    utc_now,
+    utc_now as utc_now,
     write_messages,
 )
 from curator.store.trash import Retention, TrashBatch
@@ -51,7 +50,7 @@ ORIGINS = ("extract", "curate", "maintenance", "import", "manual", "test")
 class Chat:
     id: str
     schema: Schema
-    settings: dict
+    settings: dict[str, Any]
     created_at: str
     updated_at: str
 
@@ -61,12 +60,12 @@ class Store:
     threads: each thread reads through its own connection (so a reader never sees another thread's open
     transaction), and writes are serialized."""
 
-    def __init__(self, data_dir: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, store: str | None = None):
+    def __init__(self, data_dir: str | Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, store: str | None = None) -> None:
         self.data_dir = Path(data_dir).expanduser()
         self.url = store_url(self.data_dir, store)  # None: the SQLite file in data_dir
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: list[Connection] = []
         self._lock = threading.RLock()
         self.conn  # noqa: B018 - open (and migrate) now, so a bad data directory fails here
         # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
@@ -80,7 +79,7 @@ class Store:
 
     def graph_version(self, chat_id: str) -> int:
         """A number that changes with every commit, rollback or rebuild of the chat's graph."""
-        return self._chat_row(chat_id, "graph_version")["graph_version"]
+        return int(self._chat_row(chat_id, "graph_version")["graph_version"])
 
     @contextmanager
     def reading(self, chat_id: str) -> Iterator[None]:
@@ -97,8 +96,8 @@ class Store:
         finally:
             pinned.pop(chat_id, None)
 
-    def _chat_row(self, chat_id: str, columns: str):
-        row = self._local.__dict__.get("pinned", {}).get(chat_id)
+    def _chat_row(self, chat_id: str, columns: str) -> Row:
+        row: Row | None = self._local.__dict__.get("pinned", {}).get(chat_id)
         if row is None:
             row = self.conn.execute(f"SELECT {columns} FROM chats WHERE id=?", (chat_id,)).fetchone()
         if row is None:
@@ -111,7 +110,7 @@ class Store:
         return "postgresql" if self.url else "sqlite"
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Connection:
         """This thread's connection (opened on first use; reopened after the server dropped it)."""
         conn = getattr(self._local, "conn", None)
         if conn is not None and conn.broken:
@@ -136,11 +135,11 @@ class Store:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @contextmanager
-    def transaction(self, chat_id: str | None = None) -> Iterator[sqlite3.Connection]:
+    def transaction(self, chat_id: str | None = None) -> Iterator[Connection]:
         """One write transaction: everything inside lands together or not at all. With `chat_id`, it holds that
         chat's write lock from its start, across processes (SQLite: the file's write lock; PostgreSQL: an
         advisory lock), so commits and rollbacks of one chat never interleave."""
@@ -157,7 +156,7 @@ class Store:
                 raise
 
     # ---- chats --------------------------------------------------------------------------------
-    def create_chat(self, chat_id: str, schema: Schema, settings: dict | None = None) -> Chat:
+    def create_chat(self, chat_id: str, schema: Schema, settings: dict[str, Any] | None = None) -> Chat:
         _check_chat_id(chat_id)
         now = utc_now()
         with self.transaction() as conn:
@@ -181,13 +180,13 @@ class Store:
     def chats(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT id FROM chats ORDER BY id")]
 
-    def set_settings(self, chat_id: str, settings: dict) -> None:
+    def set_settings(self, chat_id: str, settings: dict[str, Any]) -> None:
         """Replace a chat's own settings (its overrides of the data directory's)."""
         with self.transaction(chat_id) as conn:
             conn.execute("UPDATE chats SET settings_json=?, updated_at=? WHERE id=?",
                          (_dumps(settings), utc_now(), chat_id))
 
-    def change_settings(self, chat_id: str, change: Callable[[dict], dict]) -> dict:
+    def change_settings(self, chat_id: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
         """Read a chat's own settings, pass them to `change` and store what it returns, in one transaction (two
         changes never lose one another). `change` raising leaves them as they were."""
         with self.transaction(chat_id) as conn:
@@ -217,8 +216,10 @@ class Store:
             self.chat(chat_id)
             problems = self._schema_problems(chat_id, schema)
             if problems:
-                raise CuratorError(f"the schema would break {len(problems)} existing node(s): " + "; ".join(problems[:5]),
-                                   "Keep the types and fields your nodes use (or delete those nodes first).")
+                raise CuratorError(
+                    f"the schema would break {len(problems)} existing node(s): " + "; ".join(problems[:5]),
+                    "Keep the types and fields your nodes use (or delete those nodes first).",
+                )
             conn.execute("UPDATE chats SET schema_name=?, schema_json=?, updated_at=?, "
                          "graph_version = graph_version + 1 WHERE id=?",
                          (schema.name, _schema_json(schema), utc_now(), chat_id))
@@ -274,13 +275,13 @@ class Store:
 
     def messages_version(self, chat_id: str) -> int:
         """A number that changes with every write of the chat's messages."""
-        return self._chat_row(chat_id, "messages_version")["messages_version"]
+        return int(self._chat_row(chat_id, "messages_version")["messages_version"])
 
     def messages(self, chat_id: str) -> list[Message]:
         return read_messages(self.conn, chat_id)
 
     # ---- the commit log -----------------------------------------------------------------------
-    def commit(self, chat_id: str, ops: Iterable, anchor_floor: int, origin: str,
+    def commit(self, chat_id: str, ops: Iterable[Any], anchor_floor: int, origin: str,
                note: str = "", at: str | None = None) -> CommitRecord:
         """Validate and apply `ops` as one commit anchored at `anchor_floor`; all or nothing."""
         if origin not in ORIGINS:
@@ -356,7 +357,7 @@ class Store:
         self.chat(chat_id)
         return trash.batches(self.conn, chat_id)
 
-    def trash_batch(self, chat_id: str, batch_id: int) -> tuple[TrashBatch, list[dict], list[Message] | None]:
+    def trash_batch(self, chat_id: str, batch_id: int) -> tuple[TrashBatch, list[dict[str, Any]], list[Message] | None]:
         """A batch with its commits (oldest first) and the floors it keeps (None: it keeps none)."""
         self.chat(chat_id)
         found, commits, floors, _, _ = trash.contents(self.conn, chat_id, batch_id)

@@ -17,6 +17,7 @@ import datetime as dt
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import Field
 
@@ -43,14 +44,14 @@ _HINTS = {"story_time": "when, as the story names it ('1893-10-04', 'the third n
           "known_by": "who saw it or was told; empty when anyone could know it"}
 
 
-def story_fields(with_knowledge: bool, described: bool = False) -> dict:
+def story_fields(with_knowledge: bool, described: bool = False) -> dict[str, Any]:
     """The pydantic field definitions added to an item of a `story` type. The extractor's output model leaves the
     descriptions out (its user prompt says what they mean, see `story_prompt_lines`); the curator's write tools,
     whose only documentation is their schema, have them (`described`)."""
-    def hint(name: str) -> dict:
+    def hint(name: str) -> dict[str, Any]:
         return {"description": _HINTS[name]} if described else {}
 
-    fields: dict = {name: (str, Field(default="", **hint(name)))
+    fields: dict[str, Any] = {name: (str, Field(default="", **hint(name)))
                     for name in ("story_time", "scene", "region", "region_path", "pov")}
     fields["flashback"] = (bool, Field(default=False, **hint("flashback")))
     if with_knowledge:
@@ -122,7 +123,7 @@ def _norm(text: str) -> str:
 class StoryClock:
     """Places story-time labels in order, given the segments the chat already has."""
 
-    def __init__(self, existing: Iterable[tuple[str | None, str | None]] = ()):
+    def __init__(self, existing: Iterable[tuple[str | None, str | None]] = ()) -> None:
         """`existing`: (label, stored segment) of the chat's nodes."""
         self.by_scene: dict[str, Segment] = {}
         self.by_label: dict[str, Segment] = {}
@@ -142,7 +143,7 @@ class StoryClock:
         if not segment.flashback and (self.latest is None or segment.key > self.latest.key):
             self.latest = segment
 
-    def place(self, label: str | None, scene: str | None = None, flashback: bool = False) -> dict | None:
+    def place(self, label: str | None, scene: str | None = None, flashback: bool = False) -> dict[str, Any] | None:
         """The story_time of one item ({label, segment}), or None when it gives no story time."""
         label = " ".join((label or "").split()) or None
         scene = " ".join((scene or "").replace("|", " ").split()) or None

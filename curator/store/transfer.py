@@ -1,11 +1,13 @@
 """Copy a whole store to another engine (`curator store migrate`): a SQLite data directory into PostgreSQL, or
-back. Every chat with its commit log, projection, messages, swipe shelf, trash (reverted batches), usage and extraction logs, and the jobs,
-row for row (commit and log ids kept), in one transaction of the target: a failure leaves the target as it was.
+back. Every chat with its commit log, projection, messages, swipe shelf, trash (reverted batches), usage and
+extraction logs, and the jobs, row for row (commit and log ids kept), in one transaction of the target: a failure
+leaves the target as it was.
 
 Afterwards each chat is checked on both sides: row counts per table, and digests of its commit log and of its graph
 projection (every column of its nodes, names and edges, in a fixed order), which must be equal.
 
-The vector bookkeeping (`vector_state`, `vector_hashes`, `message_vectors`, `vector_pending`) is not copied: it describes a vector
+The vector bookkeeping (`vector_state`, `vector_hashes`, `message_vectors`, `vector_pending`) is not copied: it
+describes a vector
 index, which the target may not share (an embedded index lives under the data directory); the target's index
 re-embeds what it needs on first use (`curator vectors rebuild` does it ahead).
 """
@@ -16,8 +18,10 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from curator.errors import CuratorError
+from curator.store.db import Connection
 from curator.store.location import redact
 from curator.store.store import Store
 
@@ -48,10 +52,10 @@ class MigrationReport:
     source: str
     target: str
     rows: dict[str, int] = field(default_factory=dict)  # table -> rows copied
-    chats: dict[str, dict] = field(default_factory=dict)  # chat -> {counts, commit_log, graph}
+    chats: dict[str, dict[str, Any]] = field(default_factory=dict)  # chat -> {counts, commit_log, graph}
     replaced: int = 0  # chats the target held before (with --replace)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "target": self.target, "rows": self.rows, "chats": self.chats,
                 "replaced": self.replaced, "verified": True}
 
@@ -91,8 +95,8 @@ def migrate_store(source: Store, target: Store, *, replace: bool = False,
     return report
 
 
-def _copy(source: Store, out, table: str, total: int, progress: Progress | None) -> int:
-    cursor = source.conn.execute(f"SELECT * FROM {table} ORDER BY {ORDER[table]}")
+def _copy(source: Store, out: Connection, table: str, total: int, progress: Progress | None) -> int:
+    cursor: Any = source.conn.execute(f"SELECT * FROM {table} ORDER BY {ORDER[table]}")  # DB-API: fetchmany
     columns = [d[0] for d in cursor.description]
     insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
     done = 0
@@ -106,7 +110,7 @@ def _copy(source: Store, out, table: str, total: int, progress: Progress | None)
     return done
 
 
-def chat_digest(store: Store, chat_id: str) -> dict:
+def chat_digest(store: Store, chat_id: str) -> dict[str, Any]:
     """Row counts of a chat's tables, and digests of its commit log and of its graph projection."""
     counts = {t: store.conn.execute(f"SELECT COUNT(*) FROM {t} WHERE {c}=?", (chat_id,)).fetchone()[0]
               for t, c in PER_CHAT.items()}

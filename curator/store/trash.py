@@ -14,11 +14,14 @@ module is their table. Batches older than the retention (`history.keep_days`) or
 
 from __future__ import annotations
 
+from typing import Any
+
 import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from curator.store.dbtypes import Connection, Row
 from curator.errors import NotFound
 from curator.store.messages import Message
 
@@ -37,10 +40,10 @@ class TrashBatch:
     reason: str
     detail: str
     at: str
-    summary: dict
+    summary: dict[str, Any]
     undoes: int | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "floor": self.floor, "reason": self.reason, "detail": self.detail, "at": self.at,
                 **self.summary, "undoes": self.undoes}
 
@@ -53,14 +56,14 @@ class Retention:
     batches: int = KEEP_BATCHES
 
 
-def commits_below(conn, chat_id: str, first: int) -> str:
+def commits_below(conn: Connection, chat_id: str, first: int) -> str:
     """A fingerprint of the commit ids before `first` (ids are never reused; a commit's ops never change)."""
     ids = [str(r[0]) for r in conn.execute("SELECT id FROM commits WHERE chat_id=? AND id < ? ORDER BY id",
                                            (chat_id, first))]
     return f"{len(ids)}:{hashlib.sha1(','.join(ids).encode()).hexdigest()[:16]}"
 
 
-def floors_print(conn, chat_id: str, floor: int | None, rows) -> str:
+def floors_print(conn: Connection, chat_id: str, floor: int | None, rows: list[Any]) -> str:
     """A fingerprint of the floors a batch rests on, as `cover|digest`: the floors before `floor` when the batch
     keeps the floors from there on; else (the floors stay in the chat) those its commits were made from, up to
     its highest anchor (or the chat's end). Floors appended later do not count."""
@@ -70,18 +73,18 @@ def floors_print(conn, chat_id: str, floor: int | None, rows) -> str:
     return f"{floor}|{_floors_digest(conn, chat_id, floor)}"
 
 
-def floors_unchanged(conn, chat_id: str, printed: str) -> bool:
+def floors_unchanged(conn: Connection, chat_id: str, printed: str) -> bool:
     cover, _, digest = printed.partition("|")
     return _floors_digest(conn, chat_id, int(cover)) == digest
 
 
-def _floors_digest(conn, chat_id: str, floor: int) -> str:
+def _floors_digest(conn: Connection, chat_id: str, floor: int) -> str:
     hashes = [str(r[0]) for r in conn.execute("SELECT hash FROM messages WHERE chat_id=? AND floor < ? ORDER BY floor",
                                               (chat_id, floor))]
     return f"{len(hashes)}:{hashlib.sha1(','.join(hashes).encode()).hexdigest()[:16]}"
 
 
-def _summary(rows: list[dict], floor: int, messages: list[Message] | None) -> dict:
+def _summary(rows: list[dict[str, Any]], floor: int, messages: list[Message] | None) -> dict[str, Any]:
     origins: dict[str, int] = {}
     titles: list[str] = []
     ops = 0
@@ -95,35 +98,35 @@ def _summary(rows: list[dict], floor: int, messages: list[Message] | None) -> di
             "titles": titles, "floors": None if messages is None else len(messages)}
 
 
-def _title(op: dict) -> str:
+def _title(op: dict[str, Any]) -> str:
     fields = op.get("fields") or {}
     return str(op.get("title") or fields.get("name") or fields.get("title") or next(iter(fields.values()), "")
                or op.get("id", ""))[:80]
 
 
-def keep(conn, chat_id: str, *, floor: int, first: int, rows: list, messages: list[Message] | None, reason: str,
-         detail: str, at: str, below_commits: str, below_messages: str, undoes: int | None = None) -> int:
+def keep(conn: Connection, chat_id: str, *, floor: int, first: int, rows: list[Any], messages: list[Message] | None,
+         reason: str, detail: str, at: str, below_commits: str, below_messages: str, undoes: int | None = None) -> int:
     """Put a batch in the trash (inside the caller's transaction); returns its id. `rows`: the commit log's rows
     from `first` on as they were, oldest first."""
     commits = [{"id": r["id"], "anchor_floor": r["anchor_floor"], "origin": r["origin"], "at": r["at"],
                 "ops": json.loads(r["ops_json"]), "note": r["note"]} for r in rows]
     kept = None if messages is None else [_message_data(m) for m in messages]
-    return conn.execute(
+    return int(conn.execute(
         "INSERT INTO trash (chat_id, floor, first_commit, reason, detail, at, commits_json, messages_json, "
         "summary_json, below_commits, below_messages, undoes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (chat_id, floor, first, reason, detail, at, _dumps(commits), None if kept is None else _dumps(kept),
          _dumps(_summary(commits, floor, messages)), below_commits, below_messages, undoes),
-    ).fetchone()[0]
+    ).fetchone()[0])
 
 
-def batches(conn, chat_id: str) -> list[TrashBatch]:
+def batches(conn: Connection, chat_id: str) -> list[TrashBatch]:
     """The chat's batches, newest first (without their contents)."""
     rows = conn.execute("SELECT id, chat_id, floor, first_commit, reason, detail, at, summary_json, undoes FROM trash "
                         "WHERE chat_id=? ORDER BY id DESC", (chat_id,))
     return [_batch(r) for r in rows]
 
 
-def batch(conn, chat_id: str, batch_id: int) -> TrashBatch:
+def batch(conn: Connection, chat_id: str, batch_id: int) -> TrashBatch:
     row = conn.execute("SELECT id, chat_id, floor, first_commit, reason, detail, at, summary_json, undoes FROM trash "
                        "WHERE chat_id=? AND id=?", (chat_id, batch_id)).fetchone()
     if row is None:
@@ -132,7 +135,8 @@ def batch(conn, chat_id: str, batch_id: int) -> TrashBatch:
     return _batch(row)
 
 
-def contents(conn, chat_id: str, batch_id: int) -> tuple[TrashBatch, list[dict], list[Message] | None, str, str]:
+def contents(conn: Connection, chat_id: str,
+             batch_id: int) -> tuple[TrashBatch, list[dict[str, Any]], list[Message] | None, str, str]:
     """A batch with what it keeps: (batch, commit rows oldest first, floors or None, and its two fingerprints)."""
     found = batch(conn, chat_id, batch_id)
     row = conn.execute("SELECT commits_json, messages_json, below_commits, below_messages FROM trash WHERE id=?",
@@ -141,11 +145,11 @@ def contents(conn, chat_id: str, batch_id: int) -> tuple[TrashBatch, list[dict],
     return found, json.loads(row["commits_json"]), messages, row["below_commits"], row["below_messages"]
 
 
-def drop(conn, batch_id: int) -> None:
+def drop(conn: Connection, batch_id: int) -> None:
     conn.execute("DELETE FROM trash WHERE id=?", (batch_id,))
 
 
-def newer_below(conn, chat_id: str, found: TrashBatch) -> list[int]:
+def newer_below(conn: Connection, chat_id: str, found: TrashBatch) -> list[int]:
     """Batches made after `found` that reached below it (an earlier first commit or floor): undoing them first
     gives `found` its base back."""
     return [r[0] for r in conn.execute("SELECT id FROM trash WHERE chat_id=? AND id > ? AND (first_commit < ? OR "
@@ -153,7 +157,7 @@ def newer_below(conn, chat_id: str, found: TrashBatch) -> list[int]:
                                                                        found.floor))]
 
 
-def prune(conn, chat_id: str, retention: Retention, now: datetime | None = None) -> int:
+def prune(conn: Connection, chat_id: str, retention: Retention, now: datetime | None = None) -> int:
     """Drop the chat's batches beyond the retention; returns how many."""
     dropped = 0
     if retention.days > 0:
@@ -167,7 +171,8 @@ def prune(conn, chat_id: str, retention: Retention, now: datetime | None = None)
     return dropped
 
 
-def purge(conn, chat_id: str, batch_ids: list[int] | None = None, older_than_days: float | None = None) -> int:
+def purge(conn: Connection, chat_id: str, batch_ids: list[int] | None = None,
+          older_than_days: float | None = None) -> int:
     """Drop batches for good: the ones named, those older than `older_than_days`, or (neither given) all of the
     chat's. Returns how many."""
     if batch_ids is not None:
@@ -179,17 +184,17 @@ def purge(conn, chat_id: str, batch_ids: list[int] | None = None, older_than_day
     return conn.execute("DELETE FROM trash WHERE chat_id=?", (chat_id,)).rowcount
 
 
-def _batch(row) -> TrashBatch:
+def _batch(row: Row) -> TrashBatch:
     return TrashBatch(row["id"], row["chat_id"], row["floor"], row["first_commit"], row["reason"], row["detail"],
                       row["at"], json.loads(row["summary_json"]), row["undoes"])
 
 
-def _message_data(m: Message) -> dict:
+def _message_data(m: Message) -> dict[str, Any]:
     return {"role": m.role, "name": m.name, "text": m.text, "swipe_id": m.swipe_id, "swipes": m.swipes,
             "sent_at": m.sent_at}
 
 
-def _message(data: dict) -> Message:
+def _message(data: dict[str, Any]) -> Message:
     return Message(data["role"], data["name"], data["text"], data["swipe_id"], list(data["swipes"]), data["sent_at"])
 
 

@@ -5,9 +5,9 @@ their meaning. Functions that take `conn` run inside the caller's transaction.""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 
+from curator.store.db import Connection
 from curator.store.store import Store, utc_now
 
 Hashes = dict[str, tuple[str, str]]  # node id -> (content column, meta hash)
@@ -29,7 +29,7 @@ def hashes(store: Store, chat_id: str) -> Hashes:
         "SELECT node_id, content_hash, meta_hash FROM vector_hashes WHERE chat_id=?", (chat_id,))}
 
 
-def replace_hashes(conn: sqlite3.Connection, chat_id: str, removed: Iterable[str], changed: Hashes) -> None:
+def replace_hashes(conn: Connection, chat_id: str, removed: Iterable[str], changed: Hashes) -> None:
     """Forget the hashes of `removed` and of `changed`, then write those of `changed`."""
     conn.executemany("DELETE FROM vector_hashes WHERE chat_id=? AND node_id=?",
                      [(chat_id, i) for i in (*removed, *changed)])
@@ -47,7 +47,7 @@ def save_state(store: Store, chat_id: str, profile: str, all_hashes: Hashes) -> 
                      (chat_id, profile, utc_now()))
 
 
-def drop_state(conn: sqlite3.Connection, chat_id: str) -> None:
+def drop_state(conn: Connection, chat_id: str) -> None:
     conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
     conn.execute("DELETE FROM vector_state WHERE chat_id=?", (chat_id,))
     drop_pending(conn, chat_id)
@@ -57,7 +57,7 @@ _INSERT_HASH = "INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_
 
 
 # ---- vector_pending ---------------------------------------------------------------------------------------
-def pending(conn: sqlite3.Connection, chat_id: str) -> list[PendingRow]:
+def pending(conn: Connection, chat_id: str) -> list[PendingRow]:
     return [(kind, node_id, op, bool(in_chroma), None if blob is None else bytes(blob), metadata)
             for kind, node_id, op, in_chroma, blob, metadata in conn.execute(
                 "SELECT kind, node_id, op, in_chroma, vector, metadata FROM vector_pending WHERE chat_id=?",
@@ -65,10 +65,10 @@ def pending(conn: sqlite3.Connection, chat_id: str) -> list[PendingRow]:
 
 
 def pending_count(store: Store, chat_id: str) -> int:
-    return store.conn.execute("SELECT COUNT(*) FROM vector_pending WHERE chat_id=?", (chat_id,)).fetchone()[0]
+    return int(store.conn.execute("SELECT COUNT(*) FROM vector_pending WHERE chat_id=?", (chat_id,)).fetchone()[0])
 
 
-def stage(conn: sqlite3.Connection, chat_id: str, cleared: Iterable[tuple[str, str]],
+def stage(conn: Connection, chat_id: str, cleared: Iterable[tuple[str, str]],
           rows: Sequence[PendingRow]) -> None:
     """Clear the staged rows of `cleared` (kind, node id) and stage `rows`."""
     conn.executemany("DELETE FROM vector_pending WHERE chat_id=? AND kind=? AND node_id=?",
@@ -80,7 +80,7 @@ def stage(conn: sqlite3.Connection, chat_id: str, cleared: Iterable[tuple[str, s
                       for kind, node_id, op, in_chroma, blob, metadata in rows])
 
 
-def drop_pending(conn: sqlite3.Connection, chat_id: str) -> None:
+def drop_pending(conn: Connection, chat_id: str) -> None:
     conn.execute("DELETE FROM vector_pending WHERE chat_id=?", (chat_id,))
 
 
@@ -91,12 +91,17 @@ def message_hashes(store: Store, chat_id: str) -> dict[int, str]:
 
 def message_vectors(store: Store, chat_id: str, floors: Sequence[int]) -> list[tuple[int, str, bytes]]:
     """(floor, hash, vector bytes) of the floors that have one."""
-    found = []
+    found: list[tuple[int, str, bytes]] = []
     for start in range(0, len(floors), 500):
         chunk = floors[start:start + 500]
         marks = ",".join("?" * len(chunk))
-        found.extend((floor, digest, bytes(blob)) for floor, digest, blob in store.conn.execute(
-            f"SELECT floor, hash, vector FROM message_vectors WHERE chat_id=? AND floor IN ({marks})", (chat_id, *chunk)))
+        found.extend(
+            (floor, digest, bytes(blob))
+            for floor, digest, blob in store.conn.execute(
+                f"SELECT floor, hash, vector FROM message_vectors WHERE chat_id=? AND floor IN ({marks})",
+                (chat_id, *chunk),
+            )
+        )
     return found
 
 

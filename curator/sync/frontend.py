@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from curator.errors import CuratorError
 from curator.schemas import Schema, load_preset, schema_from_data
@@ -49,7 +50,7 @@ class Opened:
     sync: HistoryReport | None = None
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"chat": self.chat_id, "action": self.action, "binding": self.binding.to_dict(),
                 "fork": self.fork.to_dict() if self.fork else None, "renamed_from": self.renamed_from,
                 "sync": self.sync.to_dict() if self.sync else None, "notes": self.notes}
@@ -61,7 +62,7 @@ def new_chat_id(label: str, prefix: str = "st") -> str:
     return f"{prefix}-{slug}-{uuid.uuid4().hex[:8]}"
 
 
-def card_schema(value: str | dict | None) -> Schema:
+def card_schema(value: str | dict[str, Any] | None) -> Schema:
     """The schema a character card names (`data.extensions.memory_curator.schema`): a preset name or a schema."""
     if value is None or value == "":
         return load_preset("default")
@@ -80,7 +81,7 @@ class FrontendChats:
 
     def resolve(self, frontend: str, scope: str, file: str, *, label: str = "", claim: Claim | None = None,
                 files: list[str] | None = None, messages: list[Message] | None = None,
-                schema: str | dict | None = None, settings: dict | None = None) -> Opened:
+                schema: str | dict[str, Any] | None = None, settings: dict[str, Any] | None = None) -> Opened:
         """Which memory chat the front end's chat is (module docstring), made, forked or moved as needed. No sync."""
         check_names(frontend, scope, file)  # before anything is made
         found = self.bindings.find(frontend, scope, file)

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from curator.errors import CuratorError, RollbackRefused
 from curator.extract.extractor import due_floors
@@ -31,6 +32,9 @@ from curator.store.messages import Message
 from curator.settings import Settings
 from curator.store.shelf import Shelf
 from curator.store.store import Store
+
+if TYPE_CHECKING:
+    from curator.extract.channel import ChannelWriter, FloorResult
 
 log = logging.getLogger("curator.sync")
 
@@ -53,7 +57,7 @@ class HistoryReport:
     due: list[int] = field(default_factory=list)  # floors queued for (re-)extraction
     seconds: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
         data["seconds"] = round(self.seconds, 4)
         return data
@@ -104,7 +108,7 @@ class HistorySync:
     """Sync for the chats of one store. `on_floors_dropped` hears of every rollback it makes."""
 
     def __init__(self, store: Store, settings: Settings, shelf: Shelf,
-                 on_floors_dropped: Sequence[FloorsDropped] = ()):
+                 on_floors_dropped: Sequence[FloorsDropped] = ()) -> None:
         self.store, self.settings, self.shelf = store, settings, shelf
         self.on_floors_dropped = list(on_floors_dropped)
 
@@ -230,9 +234,11 @@ def clear_memory(store: Store, shelf: Shelf, chat_id: str, messages: Sequence[Me
     return removed
 
 
-async def extract_due(writer, chat_id: str, *, on_step: Callable | None = None,
-                      should_stop: Callable[[], bool] | None = None, lock: AbstractContextManager | None = None,
-                      on_idle: Callable[[], None] | None = None) -> list:
+async def extract_due(writer: ChannelWriter, chat_id: str, *,
+                      on_step: Callable[[FloorResult, int, int], None] | None = None,
+                      should_stop: Callable[[], bool] | None = None,
+                      lock: AbstractContextManager[object] | None = None,
+                      on_idle: Callable[[], None] | None = None) -> list[FloorResult]:
     """Write every floor still due with the chat's channel (`writer`: a `curator.extract.channel.ChannelWriter`),
     one floor at a time, stopping at the first failure or when `should_stop` says so. `lock` (the chat's writer
     lock) is held for each floor; see `ChannelWriter.write_due`."""

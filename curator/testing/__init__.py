@@ -14,14 +14,16 @@ import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from typing import Any, Self
 
-Responder = Callable[[dict], "dict | tuple[int, dict, dict | str]"]
+Responder = Callable[[dict[str, Any]], "dict[str, Any] | tuple[int, dict[str, Any], dict[str, Any] | str]"]
 
 
-def completion(body: dict, *, content: str | None = None, tool_args: dict | None = None) -> dict:
+def completion(
+    body: dict[str, Any], *, content: str | None = None, tool_args: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """An OpenAI chat.completion answering `body` with text or with a call of its first tool."""
-    message: dict = {"role": "assistant", "content": content}
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_args is not None:
         name = body["tools"][0]["function"]["name"]
         message["tool_calls"] = [{"id": "call_1", "type": "function",
@@ -34,7 +36,7 @@ def completion(body: dict, *, content: str | None = None, tool_args: dict | None
                       "total_tokens": prompt_tokens + completion_tokens}}
 
 
-def one_event(body: dict) -> dict:
+def one_event(body: dict[str, Any]) -> dict[str, Any]:
     """Default responder: record one event summarizing the newest reply (first 160 characters); a compression
     batch (maintenance's `answer` tool) gets the start of its children's text as its summary; consolidation keeps
     every new node; a synopsis (small or rolled up) is the start of its material, within the length asked."""
@@ -48,12 +50,14 @@ def one_event(body: dict) -> dict:
         return completion(body, tool_args={"decisions": [{"node_id": i, "action": "keep"} for i in new]})
     if tools and tools[0]["function"]["name"] == "answer" and "synops" in prompt and "text" in params.get(
             "properties", {}):
-        low, high = map(int, re.search(r"Length: (\d+)-(\d+)", prompt).groups())
+        asked = re.search(r"Length: (\d+)-(\d+)", prompt)
+        assert asked is not None, "a synopsis prompt states its length"
+        low, high = map(int, asked.groups())
         material = " ".join(prompt.split("characters", 1)[-1].split("\n", 1)[-1].split())
         return completion(body, tool_args={"text": (material[:high - 1].rsplit(" ", 1)[0] + ".").ljust(low, ".")})
     if tools and tools[0]["function"]["name"] == "answer" and "Fold these" in prompt:  # a compression batch
         children = " ".join(prompt.split("Nodes to fold, oldest first:", 1)[-1].split())
-        return completion(body, tool_args={name: children[:120] or "folded" for name in params.get("required", [])})
+        return completion(body, tool_args=dict.fromkeys(params.get("required", []), children[:120] or "folded"))
     newest = prompt.split("## Newest reply", 1)[-1].split("\n", 1)[-1]
     summary = " ".join(newest.split())[:160] or "something happened"
     answer = {"event": [{"summary": summary}]}
@@ -65,14 +69,14 @@ def one_event(body: dict) -> dict:
 class FakeOpenAI:
     """A threaded HTTP server on 127.0.0.1 speaking the chat-completions API."""
 
-    def __init__(self, responder: Responder = one_event):
+    def __init__(self, responder: Responder = one_event) -> None:
         self.responder = responder
-        self.requests: list[dict] = []
-        self.headers: list[dict] = []
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, Any]] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 fake.requests.append(body)
                 fake.headers.append(dict(self.headers))
@@ -87,7 +91,7 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def log_message(self, *args):  # keep test output clean
+            def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -101,6 +105,6 @@ class FakeOpenAI:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()

@@ -8,11 +8,13 @@ steps where that type is active, and the links between them.
 from __future__ import annotations
 
 import re
+from typing import Any, Protocol
 
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from curator.store.messages import Message
+from curator.store.queries import GraphView
 
 PEOPLE = ("Eileen", "Rowan", "Brannoch", "Mira", "Tobin", "Saela")
 PLACES = ("the bridge", "the mill", "the chapel", "the market", "the harbour")
@@ -36,11 +38,17 @@ def reply_text(floor: int, variant: int = 0) -> str:
     return f"{who} went to {place} and found {'a lantern' if variant == 0 else f'token {variant}'} #{floor}."
 
 
-def scripted_model(calls: list | None = None) -> FunctionModel:
+def prompt_text(messages: list[ModelMessage]) -> str:
+    """The text of the first request's last part: where an extraction step's prompt is."""
+    content = getattr(messages[0].parts[-1], "content", "")
+    return content if isinstance(content, str) else str(content)
+
+
+def scripted_model(calls: list[Any] | None = None) -> FunctionModel:
     """The model; each call appends the focus floor to `calls` (when given), so tests can count model calls."""
 
-    def answer(messages, info: AgentInfo) -> ModelResponse:
-        prompt = messages[0].parts[-1].content
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt = prompt_text(messages)
         focus = prompt.split("## Newest reply", 1)[1]
         floor = focus.split("[floor ", 1)[1].split("]", 1)[0]
         if calls is not None:
@@ -48,7 +56,7 @@ def scripted_model(calls: list | None = None) -> FunctionModel:
         tool = info.output_tools[0]
         active = set(tool.parameters_json_schema.get("properties", {}))
         found = _REPLY.search(focus)
-        record: dict = {"event": [{"ref": "e", "summary": " ".join(focus.split())[-160:]}]}
+        record: dict[str, Any] = {"event": [{"ref": "e", "summary": " ".join(focus.split())[-160:]}]}
         if found and "character_sheet" in active:
             record["character_sheet"] = [{"ref": "c", "name": found["who"], "inventory": found["thing"]}]
             record["links"] = [{"source": "c", "relation": "involved_in", "target": "e"}]
@@ -61,7 +69,11 @@ def scripted_model(calls: list | None = None) -> FunctionModel:
     return FunctionModel(answer, model_name="scripted")
 
 
-def graph_signature(memory, chat_id: str) -> dict:
+class HasGraph(Protocol):
+    def graph(self, chat_id: str) -> GraphView: ...
+
+
+def graph_signature(memory: HasGraph, chat_id: str) -> dict[str, list[Any]]:
     """The graph with ids and timestamps left out: what two runs must agree on to have built the same memory."""
     graph = memory.graph(chat_id)
     nodes = graph.nodes(archived=None)

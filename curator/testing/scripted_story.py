@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from curator.store.messages import Message
+from curator.testing.scripted import prompt_text
 
 PEOPLE = ("Eileen", "Rowan", "Brannoch", "Mira", "Tobin", "Saela", "Hedda", "Corvin")
 PLACES = ("the bridge", "the mill", "the chapel", "the market", "the harbour", "the orchard", "the watchtower")
@@ -55,12 +58,20 @@ VICTIMS = ("the miller Garrick", "the ferryman Aldo", "the smith Pernel", "the h
 KILLERS = ("a poisoned cup of mead", "a falling bell", "the marsh fever", "a crossbow bolt from the ridge",
            "a wolf in the snow", "a fall from the cliff path", "a knife in the dark", "the black cough",
            "an adder in the hay", "a burning barn", "the flooding river", "a kick from a wild horse")
-RULES = (("iron", "no iron may cross the river after dusk"), ("names", "a true name spoken at the stones binds the speaker"),
-         ("bells", "the chapel bell must never ring thirteen times"), ("salt", "salt on a doorstep keeps the fen spirits out"),
-         ("mirrors", "mirrors must be covered when someone dies"), ("bread", "bread shared at the hearth makes a guest sacred"),
-         ("ravens", "killing a raven brings a year of drought"), ("oaths", "an oath sworn on the old oak cannot be broken"),
-         ("fire", "the midsummer fire must burn until dawn"), ("wells", "nobody draws water from the north well at night"),
-         ("ferries", "the ferry never carries the dead across"), ("songs", "the harvest song may only be sung by a child"))
+RULES = (
+    ("iron", "no iron may cross the river after dusk"),
+    ("names", "a true name spoken at the stones binds the speaker"),
+    ("bells", "the chapel bell must never ring thirteen times"),
+    ("salt", "salt on a doorstep keeps the fen spirits out"),
+    ("mirrors", "mirrors must be covered when someone dies"),
+    ("bread", "bread shared at the hearth makes a guest sacred"),
+    ("ravens", "killing a raven brings a year of drought"),
+    ("oaths", "an oath sworn on the old oak cannot be broken"),
+    ("fire", "the midsummer fire must burn until dawn"),
+    ("wells", "nobody draws water from the north well at night"),
+    ("ferries", "the ferry never carries the dead across"),
+    ("songs", "the harvest song may only be sung by a child"),
+)
 KINDS = ("item", "promise", "debt", "alias", "death", "rule")
 
 
@@ -86,7 +97,7 @@ def story(floors: int = 640, seed: int = 7, every: int = 9) -> tuple[list[Messag
     rng = random.Random(seed)
     messages: list[Message] = []
     facts: list[Fact] = []
-    used = {kind: 0 for kind in KINDS}
+    used = dict.fromkeys(KINDS, 0)
     next_fact = 3
     for floor in range(floors):
         if floor % 2 == 0:
@@ -140,11 +151,11 @@ def _fact(kind: str, i: int, floor: int, who: str, place: str, rng: random.Rando
 _ROUTINE = re.compile(r"Day (?P<day>\d+), at (?P<place>[\w ]+?)\. (?P<who>\w+) (?P<rest>[^.]+)\.")
 
 
-def story_extractor(calls: list | None = None) -> FunctionModel:
+def story_extractor(calls: list[Any] | None = None) -> FunctionModel:
     """The extraction model for `story()` (see the module's docstring); `calls` collects the focus floors."""
 
-    def answer(messages, info: AgentInfo) -> ModelResponse:
-        prompt = messages[0].parts[-1].content
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompt = prompt_text(messages)
         focus = prompt.split("## Newest reply", 1)[1]
         floor = int(focus.split("[floor ", 1)[1].split("]", 1)[0])
         if calls is not None:
@@ -158,7 +169,7 @@ def story_extractor(calls: list | None = None) -> FunctionModel:
                  f"1. {routine['who']} {routine['rest']}." if routine else "1. " + body[:120]]
         if fact:
             lines.append(f"{MARK} {fact}")
-        record: dict = {"event": [{"ref": "e", "summary": "\n".join(lines)}], "links": []}
+        record: dict[str, Any] = {"event": [{"ref": "e", "summary": "\n".join(lines)}], "links": []}
         if routine:
             sheet = {"ref": "c", "name": routine["who"]}
             if fact and (item := re.search(r"took the ([\w ]+?) from", fact)):
@@ -189,11 +200,14 @@ _TIME = re.compile(r"(Day \d+, at [\w ]+?\.)")
 _MILESTONE = re.compile(re.escape(MARK) + r" ([^\[\n]+?)\s*(?=" + re.escape(MARK) + r"|\n|$)")
 
 
-def milestone_summarizer(calls: list | None = None) -> FunctionModel:
+def milestone_summarizer(calls: list[Any] | None = None) -> FunctionModel:
     """Compression answers that keep the time and place of the first and last child and every milestone line
     (newest dropped last when they do not all fit the size limit the prompt gives)."""
+    return FunctionModel(_milestone_answer(calls), model_name="scripted-summarizer")
 
-    def answer(messages, info: AgentInfo) -> ModelResponse:
+
+def _milestone_answer(calls: list[Any] | None) -> Callable[[list[ModelMessage], AgentInfo], ModelResponse]:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         prompt = "\n".join(str(getattr(p, "content", "")) for m in messages for p in m.parts
                            if p.part_kind in ("user-prompt", "retry-prompt"))
         if calls is not None:
@@ -217,7 +231,7 @@ def milestone_summarizer(calls: list | None = None) -> FunctionModel:
             fields["title"] = head[:60]
         return ModelResponse(parts=[ToolCallPart(tool.name, fields)])
 
-    return FunctionModel(answer, model_name="scripted-summarizer")
+    return answer
 
 
 _NEW = re.compile(r"^NEW \[(?P<id>[^\]]+)\] (?P<type>[a-z_]+) \"(?P<title>[^\"]*)\"[^:]*: (?P<text>.*)$", re.M)
@@ -225,14 +239,14 @@ _NEIGHBOUR = re.compile(r"^  neighbour \((?P<sim>[\d.]+)\) \[(?P<id>[^\]]+)\] [a
                         r"(?P<text>.*)$", re.M)
 
 
-def story_maintainer(calls: list | None = None) -> FunctionModel:
+def story_maintainer(calls: list[Any] | None = None) -> FunctionModel:
     """The `maintain` model of the scripted story, for maintenance on default settings: consolidation keeps every
     new node except one whose text repeats a neighbour's word for word (skipped); a synopsis (small or rolled up)
     keeps the time and place and the milestone lines of its material, within the length asked; a compression
     batch is answered as `milestone_summarizer` answers it."""
-    fold = milestone_summarizer()
+    fold = _milestone_answer(None)
 
-    def answer(messages, info: AgentInfo) -> ModelResponse:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         prompt = "\n".join(str(getattr(p, "content", "")) for m in messages for p in m.parts
                            if p.part_kind in ("user-prompt", "retry-prompt"))
         if calls is not None:
@@ -251,7 +265,9 @@ def story_maintainer(calls: list | None = None) -> FunctionModel:
                                   "reason": f"repeats {same}" if same else "new information"})
             return ModelResponse(parts=[ToolCallPart(tool.name, {"decisions": decisions})])
         if "text" in properties and "synops" in prompt:
-            low, high = map(int, re.search(r"Length: (\d+)-(\d+)", prompt).groups())
+            asked = re.search(r"Length: (\d+)-(\d+)", prompt)
+            assert asked is not None, "a synopsis prompt states its length"
+            low, high = map(int, asked.groups())
             material = prompt.split("characters", 1)[-1]
             times = _TIME.findall(material)
             head = f"{times[0]} to {times[-1]}" if len(times) > 1 else (times[0] if times else "Days passed.")
@@ -264,6 +280,6 @@ def story_maintainer(calls: list | None = None) -> FunctionModel:
                 if len(text) + len(line) + 1 <= high:
                     text = f"{text} {line}".strip()
             return ModelResponse(parts=[ToolCallPart(tool.name, {"text": text.ljust(low, ".")})])
-        return fold.function(messages, info)
+        return fold(messages, info)
 
     return FunctionModel(answer, model_name="scripted-maintainer")

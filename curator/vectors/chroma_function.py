@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
+from typing import Any, Literal
 
 from curator.vectors.embeddings import Embedder, EmbeddingProfile, make_embedder
 
@@ -13,7 +14,7 @@ class CuratorEmbeddingFunction(EmbeddingFunction[Documents]):
     """Chroma's handle on our embedders. Registered, so a reopened collection can rebuild it from its config
     (the profile; never a key). Chroma's own default function would download a model and is never used."""
 
-    def __init__(self, profile: EmbeddingProfile | dict):
+    def __init__(self, profile: EmbeddingProfile | dict[str, Any]) -> None:
         self.profile = profile if isinstance(profile, EmbeddingProfile) else EmbeddingProfile(**profile)
         self._embedder: Embedder | None = None
 
@@ -33,15 +34,15 @@ class CuratorEmbeddingFunction(EmbeddingFunction[Documents]):
     def name() -> str:
         return "memory_curator"
 
-    def get_config(self) -> dict:
+    def get_config(self) -> dict[str, Any]:
         return self.profile.model_dump()
 
     @staticmethod
-    def build_from_config(config: dict) -> CuratorEmbeddingFunction:
+    def build_from_config(config: dict[str, Any]) -> CuratorEmbeddingFunction:
         return CuratorEmbeddingFunction(EmbeddingProfile(**config))
 
-    def default_space(self) -> str:
+    def default_space(self) -> Literal["cosine"]:
         return "cosine"
 
-    def supported_spaces(self) -> list[str]:
+    def supported_spaces(self) -> list[Literal["cosine", "l2", "ip"]]:
         return ["cosine"]

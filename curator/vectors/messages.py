@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from curator.store import vector_rows
+
+if TYPE_CHECKING:
+    from curator.store.store import Store
 
 from curator.vectors.documents import message_document
 
@@ -34,22 +38,22 @@ class MessageVectors:
     """The message vectors of the chats of one store. `embed(texts)` embeds documents (raising on failure: the
     caller reports it per node)."""
 
-    def __init__(self, profile_key: str, store, embed: Callable[[list[str]], np.ndarray]):
+    def __init__(self, profile_key: str, store: Store, embed: Callable[[list[str]], np.ndarray]) -> None:
         self.profile_key, self.store, self._embed = profile_key, store, embed
         self._hashes: dict[str, dict[int, str]] = {}  # chat -> floor -> hash of the vector stored for it
         self._vectors: OrderedDict[tuple[str, int, str], np.ndarray] = OrderedDict()
         self.embedded = 0  # messages this process embedded (tests and benchmarks read it)
 
-    def documents(self, lines: dict[int, str], floors) -> dict[int, str]:
+    def documents(self, lines: dict[int, str], floors: Iterable[int]) -> dict[int, str]:
         return {f: message_document(lines[f]) for f in floors if f in lines}
 
-    def ready(self, chat_id: str, lines: dict[int, str], floors) -> bool:
+    def ready(self, chat_id: str, lines: dict[int, str], floors: Iterable[int]) -> bool:
         """Whether every one of the floors' messages has its vector already (nothing would be embedded)."""
         wanted = {f: _hash(self.profile_key, d) for f, d in self.documents(lines, floors).items()}
         known = self._known(chat_id)
         return all(known.get(f) == h for f, h in wanted.items())
 
-    def vectors(self, chat_id: str, lines: dict[int, str], floors) -> tuple[dict[int, np.ndarray], int]:
+    def vectors(self, chat_id: str, lines: dict[int, str], floors: Iterable[int]) -> tuple[dict[int, np.ndarray], int]:
         """The vectors of the floors' messages (those in `lines`), embedding the missing or changed ones in one
         batch; returns them and how many were embedded."""
         documents = self.documents(lines, floors)
@@ -57,7 +61,8 @@ class MessageVectors:
         known = self._known(chat_id)
         stale = [f for f, h in wanted.items() if known.get(f) != h]
         written = self._write(chat_id, stale, documents, wanted)
-        found = {f: written.get(f, self._vectors.get((chat_id, f, h))) for f, h in wanted.items()}
+        found: dict[int, np.ndarray | None] = {f: written.get(f, self._vectors.get((chat_id, f, h)))
+                                               for f, h in wanted.items()}
         missing = [f for f, v in found.items() if v is None]
         for floor, digest, blob in vector_rows.message_vectors(self.store, chat_id, missing):
             if digest == wanted[floor]:  # another process may have rewritten it since
@@ -65,7 +70,7 @@ class MessageVectors:
                 found[floor] = self._remember(chat_id, floor, digest, vector)
         rewritten = [f for f in missing if found[f] is None]
         found.update(self._write(chat_id, rewritten, documents, wanted))
-        return found, len(stale) + len(rewritten)
+        return {f: v for f, v in found.items() if v is not None}, len(stale) + len(rewritten)
 
     def _write(self, chat_id: str, floors: list[int], documents: dict[int, str],
                wanted: dict[int, str]) -> dict[int, np.ndarray]:
@@ -111,4 +116,5 @@ class MessageVectors:
 def combine(vectors: list[np.ndarray]) -> np.ndarray:
     """An event's source vector: the normalized mean of its messages' vectors."""
     mean = np.mean(np.stack(vectors), axis=0)
-    return mean / max(float(np.linalg.norm(mean)), 1e-12)
+    unit: np.ndarray = mean / max(float(np.linalg.norm(mean)), 1e-12)
+    return unit

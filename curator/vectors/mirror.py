@@ -23,7 +23,8 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,12 +45,13 @@ OVERSAMPLE = 2  # rows of the int8 pass scored again from the floats, per row as
 Key = tuple[str, str]  # (chat, collection kind)
 Fetch = Callable[[str, str, list[str]], tuple[list[str], np.ndarray]]  # (chat, kind, ids) -> the ids found, vectors
 Listing = Callable[[str, str], "list[str] | None"]  # (chat, kind) -> the ids the index holds, None when unknown
+Write = tuple[dict[str, np.ndarray], list[str]]  # upserts (id -> vector) and deletes made while a copy loads
 
 
 PART_ROWS = 4096  # rows normalized and coded at a time: a load's temporaries stay a few MB, not the copy's size
 
 
-def _unit(vectors, owned: bool = False) -> np.ndarray:
+def _unit(vectors: np.ndarray | Sequence[Any], owned: bool = False) -> np.ndarray:
     """The rows normalized, in place when the array is `owned` float32 (a load's), else in a copy."""
     matrix = np.asarray(vectors, dtype=np.float32) if owned else np.array(vectors, dtype=np.float32)
     matrix = matrix.reshape(len(vectors), -1)
@@ -91,7 +93,7 @@ class Copy:
     (0.8 ms), and the best OVERSAMPLE x k of it are scored again from the floats: the similarities returned are
     exact, and so is the order, unless int8's error (under 0.01 of a cosine) moves a row past that many others."""
 
-    def __init__(self, ids: list[str], vectors: np.ndarray, owned: bool = False):
+    def __init__(self, ids: list[str], vectors: np.ndarray, owned: bool = False) -> None:
         self.lock = threading.Lock()
         self.ids = list(ids)
         self.row_of = {node_id: row for row, node_id in enumerate(self.ids)}
@@ -108,7 +110,7 @@ class Copy:
     def row_bytes(dim: int) -> int:
         return dim * 5  # the floats and the int8 codes (a copy's scales and liveness add 5 bytes a row)
 
-    def put(self, ids: list[str], vectors) -> None:
+    def put(self, ids: list[str], vectors: np.ndarray | Sequence[Any]) -> None:
         if not ids:
             return
         rows = _unit(vectors)
@@ -143,7 +145,7 @@ class Copy:
                     self.dead += bool(self.live[row])
                     self.live[row] = False
 
-    def search(self, vector, k: int, hidden: frozenset[str]) -> list[tuple[str, float]]:
+    def search(self, vector: np.ndarray, k: int, hidden: frozenset[str]) -> list[tuple[str, float]]:
         """The k live rows nearest to `vector` that are not `hidden`, as (id, cosine similarity)."""
         query = np.asarray(vector, dtype=np.float32)
         query = query / max(float(np.linalg.norm(query)), 1e-12)
@@ -184,22 +186,23 @@ class Mirrors:
     """The copies of one index's collections: `search` answers from a copy when one is ready (None: ask Chroma),
     `written` keeps them in step with this process's writes, `evict` drops a chat's."""
 
-    def __init__(self, fetch: Fetch, listing: Listing, budget: int = MIRROR_BYTES, after: int = MIRROR_AFTER):
+    def __init__(self, fetch: Fetch, listing: Listing, budget: int = MIRROR_BYTES, after: int = MIRROR_AFTER) -> None:
         self._fetch, self._listing, self._budget, self._after = fetch, listing, budget, after
         self._lock = threading.Lock()
         self._copies: OrderedDict[Key, Copy] = OrderedDict()
-        self._loading: dict[Key, list] = {}  # key -> writes made while it loads (applied over what was read)
+        self._loading: dict[Key, list[Write]] = {}  # key -> writes made while it loads (applied over what was read)
         self._asked: dict[Key, int] = {}
         self._too_big: set[Key] = set()
         self._threads: list[threading.Thread] = []
         self._closing = threading.Event()
         self._one_load = threading.Lock()  # loads one at a time: each takes CPU that recalls under way want
-        self.loads: list[dict] = []  # what each load cost (the last few; bench/recall_latency.py shows them)
+        self.loads: list[dict[str, Any]] = []  # what each load cost (the last few; bench/recall_latency.py shows them)
 
     def ready(self, chat_id: str, kind: str) -> bool:
         return (chat_id, kind) in self._copies
 
-    def search(self, chat_id: str, kind: str, vector, k: int, hidden: frozenset[str]) -> list[tuple[str, float]] | None:
+    def search(self, chat_id: str, kind: str, vector: np.ndarray, k: int,
+               hidden: frozenset[str]) -> list[tuple[str, float]] | None:
         key = (chat_id, kind)
         with self._lock:
             copy = self._copies.get(key)
@@ -221,12 +224,13 @@ class Mirrors:
         if len(ids) * Copy.row_bytes(dim) > self._budget:  # it would be dropped as soon as loaded
             self._too_big.add(key)
             return
-        self._loading[key] = writes = []
+        writes: list[Write] = []
+        self._loading[key] = writes
         thread = threading.Thread(target=self._load, args=(key, ids, writes), name="curator-mirror", daemon=True)
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
-    def _load(self, key: Key, ids: list[str], writes: list) -> None:
+    def _load(self, key: Key, ids: list[str], writes: list[Write]) -> None:
         with self._one_load:
             started, cpu = time.perf_counter(), time.thread_time()
             found, matrix = self._read(key, ids, writes)
@@ -240,11 +244,12 @@ class Mirrors:
                 log.info("copied %d vectors of chat %r (%s) into memory: %.0f ms, %.0f ms of CPU", len(found),
                          key[0], key[1], cost["wall_ms"], cost["cpu_ms"])
 
-    def _read(self, key: Key, ids: list[str], writes: list) -> tuple[list | None, np.ndarray]:
+    def _read(self, key: Key, ids: list[str], writes: list[Write]) -> tuple[list[str] | None, np.ndarray]:
         """The ids Chroma holds of `ids` and their vectors, read into one array as they come: a part kept until
         the end stayed in the thread's heap after it (a 10k-node chat's load grew the process by 81 MB for a
         copy of 22)."""
-        found, matrix = [], np.zeros((0, 0), dtype=np.float32)
+        found: list[str] = []
+        matrix = np.zeros((0, 0), dtype=np.float32)
         try:
             for start in range(0, len(ids), LOAD_ROWS):
                 if self._closing.is_set() or self._loading.get(key) is not writes:  # closing, or forgotten
@@ -266,7 +271,7 @@ class Mirrors:
                     self._asked[key] = 0
             return None, matrix
 
-    def _install(self, key: Key, copy: Copy, writes: list) -> bool:
+    def _install(self, key: Key, copy: Copy, writes: list[Write]) -> bool:
         with self._lock:
             if self._loading.get(key) is not writes:  # forgotten meanwhile: what was read may be stale
                 return False

@@ -7,6 +7,7 @@ Field numbers are onnx.proto's (ONNX 1.x; IR version 10)."""
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -52,12 +53,12 @@ def tensor(name: str, array: np.ndarray) -> list[bytes | memoryview]:
     `model` joins once: the array's memory is not copied before then (the e5 graph's weights are 21 MB)."""
     if array.dtype not in _DATA_TYPES:
         raise TypeError(f"no ONNX type written for {array.dtype}")
-    raw = memoryview(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))).cast("B")
+    raw = memoryview(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).data).cast("B")
     dims = b"".join(_int(1, d) for d in array.shape)
     return [dims + _int(2, _DATA_TYPES[array.dtype]) + _text(8, name) + _tag(9, 2) + _varint(raw.nbytes), raw]
 
 
-def _attribute(name: str, value) -> bytes:
+def _attribute(name: str, value: int | float | Sequence[int]) -> bytes:
     if isinstance(value, int):
         return _text(1, name) + _int(3, int(value)) + _int(20, _ATTR_INT)
     if isinstance(value, float):
@@ -67,7 +68,8 @@ def _attribute(name: str, value) -> bytes:
     raise TypeError(f"attribute {name}: no ONNX type written for {value!r}")
 
 
-def node(op_type: str, inputs: list[str], outputs: list[str], domain: str = "", **attributes) -> bytes:
+def node(op_type: str, inputs: list[str], outputs: list[str], domain: str = "",
+         **attributes: int | float | Sequence[int]) -> bytes:
     """A NodeProto. An empty input name stands for an optional input left out."""
     body = b"".join(_text(1, i) for i in inputs) + b"".join(_text(2, o) for o in outputs)
     body += _text(3, outputs[0]) + _text(4, op_type)
@@ -87,7 +89,7 @@ def value_info(name: str, elem_type: int, shape: list[int | str]) -> bytes:
 def model(nodes: list[bytes], inputs: list[bytes], outputs: list[bytes], initializers: list[list[bytes | memoryview]],
           opsets: dict[str, int], name: str = "graph") -> bytes:
     """A serialized ModelProto, ready for `onnxruntime.InferenceSession(bytes)`; `initializers` from `tensor`."""
-    graph: list[bytes | memoryview] = [_bytes(1, n) for n in nodes] + [_text(2, name)]
+    graph: list[bytes | memoryview] = [*(_bytes(1, n) for n in nodes), _text(2, name)]
     for pieces in initializers:
         graph += [_tag(5, 2) + _varint(sum(len(p) if isinstance(p, bytes) else p.nbytes for p in pieces)), *pieces]
     graph += [_bytes(11, i) for i in inputs] + [_bytes(12, o) for o in outputs]

@@ -18,11 +18,22 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from curator.store.db import Connection
 from curator.store import vector_rows
+
+if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
+
+    from curator.store.store import Store
+
+T = TypeVar("T")
+Indexed = Callable[[str, str], bool]  # (kind, id) -> whether Chroma held the id before the chat's staged rows
 
 FLUSH_ROWS = 64  # staged rows of a chat that start a flush (a dot product over them costs ~10 us per search)
 CALL_ROWS = 1000  # rows per Chroma call of a flush (its limit is near 5,000)
@@ -37,16 +48,16 @@ class Row:
     op: str  # upsert | meta (metadata only, the vector Chroma holds stays) | delete
     in_chroma: bool  # Chroma holds a copy of the id from before (a search must leave it out)
     vector: np.ndarray | None = None
-    metadata: dict | None = None
+    metadata: dict[str, Any] | None = None
 
 
 class View:
     """What a search of one collection needs of the staged rows: the ids to leave out of Chroma's answer, and the
     staged vectors (normalized) with their ids."""
 
-    def __init__(self, rows: dict[str, Row]):
+    def __init__(self, rows: dict[str, Row]) -> None:
         self.shadow = frozenset(i for i, r in rows.items() if r.in_chroma and r.op != META)
-        live = [(i, r.vector) for i, r in rows.items() if r.op == UPSERT]
+        live = [(i, r.vector) for i, r in rows.items() if r.op == UPSERT and r.vector is not None]
         self.ids = [i for i, _ in live]
         # Chroma's copy of a staged id is never an answer: stale, or (another process flushed the row since this
         # one read it) the same as the staged row, which is scored here
@@ -57,7 +68,7 @@ class View:
         else:
             self.matrix = np.zeros((0, 0), dtype=np.float32)
 
-    def search(self, vector, k: int) -> list[tuple[str, float]]:
+    def search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         """The k staged vectors nearest to `vector`, as (id, cosine similarity)."""
         if not self.ids:
             return []
@@ -68,14 +79,14 @@ class View:
 
 
 EMPTY = View({})
-_NO_ROWS: dict = {}  # no settling rows (one object, so a view made without them is known by it)
+_NO_ROWS: dict[str, dict[str, Row]] = {}  # no settling rows (one object, so a view made without them is known by it)
 
 
 class Batch:
     """The changes one sync stages, merged with what is staged already: written to the store by `write` inside the
     sync's transaction, then taken into memory by `PendingWrites.take`."""
 
-    def __init__(self, chat_id: str, current: dict[str, dict[str, Row]], indexed):
+    def __init__(self, chat_id: str, current: dict[str, dict[str, Row]], indexed: Indexed) -> None:
         self.chat_id = chat_id
         self._current = current
         self._indexed = indexed  # (kind, id) -> whether Chroma held the id before this chat's staged rows
@@ -89,12 +100,13 @@ class Batch:
         old = self._old(kind, node_id)
         return old.in_chroma if old is not None else self._indexed(kind, node_id)
 
-    def upsert(self, kind: str, ids: list[str], vectors, metadatas: list[dict]) -> None:
+    def upsert(self, kind: str, ids: list[str], vectors: Sequence[np.ndarray],
+               metadatas: list[dict[str, Any]]) -> None:
         for node_id, vector, metadata in zip(ids, vectors, metadatas):
             self.changed[(kind, node_id)] = Row(UPSERT, self._in_chroma(kind, node_id),
                                                 np.asarray(vector, dtype=np.float32), metadata)
 
-    def update(self, kind: str, ids: list[str], metadatas: list[dict]) -> None:
+    def update(self, kind: str, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
         for node_id, metadata in zip(ids, metadatas):
             old = self._old(kind, node_id)
             if old is not None and old.op == UPSERT:  # not in Chroma yet: the staged upsert carries the metadata
@@ -109,7 +121,7 @@ class Batch:
             in_chroma = old.in_chroma if old is not None else True
             self.changed[(kind, node_id)] = Row(DELETE, True) if in_chroma else None
 
-    def write(self, conn) -> None:
+    def write(self, conn: Connection) -> None:
         if not self.changed:
             return
         vector_rows.stage(conn, self.chat_id, self.changed, [(kind, node_id, *_columns(row))
@@ -122,7 +134,7 @@ def _columns(row: Row) -> tuple[str, bool, bytes | None, str | None]:
             None if row.metadata is None else json.dumps(row.metadata))
 
 
-def _row(op: str, in_chroma, blob, metadata) -> Row:
+def _row(op: str, in_chroma: bool, blob: bytes | None, metadata: str | None) -> Row:
     vector = None if blob is None else np.frombuffer(bytes(blob), dtype=np.float32).copy()
     return Row(op, bool(in_chroma), vector, None if metadata is None else json.loads(metadata))
 
@@ -130,10 +142,12 @@ def _row(op: str, in_chroma, blob, metadata) -> Row:
 class PendingWrites:
     """The staged rows of the chats of one store, as this process last read or wrote them."""
 
-    def __init__(self, store, settle: bool = False):
+    def __init__(self, store: Store, settle: bool = False) -> None:
         self.store = store
         self._rows: dict[str, dict[str, dict[str, Row]]] = {}  # chat -> collection kind -> id -> row
-        self._views: dict[tuple[str, str], tuple] = {}  # (chat, kind) -> (the rows and settling rows it was made of, view)
+        self._views: dict[
+            tuple[str, str], tuple[dict[str, dict[str, Row]], dict[str, dict[str, Row]], View]
+        ] = {}  # (chat, kind) -> (the rows and settling rows it was made of, view)
         # A Chroma server answers a query from its index, which takes in a write a moment after the write returns
         # (1 query in 40 missed a row upserted just before, on 2 busy cores): with `settle`, the rows of a flush stay
         # in this process's views for SETTLE_SECONDS, as rows Chroma holds, so a search right after the flush sees
@@ -148,10 +162,10 @@ class PendingWrites:
         return found
 
     @staticmethod
-    def read(conn, chat_id: str) -> dict[str, dict[str, Row]]:
+    def read(conn: Connection, chat_id: str) -> dict[str, dict[str, Row]]:
         rows: dict[str, dict[str, Row]] = {}
-        for kind, node_id, *columns in vector_rows.pending(conn, chat_id):
-            rows.setdefault(kind, {})[node_id] = _row(*columns)
+        for kind, node_id, op, in_chroma, blob, metadata in vector_rows.pending(conn, chat_id):
+            rows.setdefault(kind, {})[node_id] = _row(op, in_chroma, blob, metadata)
         return rows
 
     def count(self, chat_id: str) -> int:
@@ -178,7 +192,7 @@ class PendingWrites:
             return _NO_ROWS
         return found[1]
 
-    def batch(self, chat_id: str, indexed) -> Batch:
+    def batch(self, chat_id: str, indexed: Indexed) -> Batch:
         return Batch(chat_id, self.rows(chat_id), indexed)
 
     def take(self, batch: Batch) -> None:
@@ -193,7 +207,8 @@ class PendingWrites:
                 rows.setdefault(kind, {})[node_id] = row
         self._rows[batch.chat_id] = rows
 
-    def flush(self, chat_id: str, collection, written=None) -> int:
+    def flush(self, chat_id: str, collection: Callable[[str], Collection],
+              written: Callable[[str, str, dict[str, np.ndarray], list[str]], None] | None = None) -> int:
         """Write the chat's staged rows to Chroma (`collection(kind)` gives the collection) and clear them: read in a
         transaction that holds the chat's lock, so another process can neither stage nor flush beside it. If Chroma
         fails, the transaction rolls back and the rows stay for the next try (every write here is idempotent).
@@ -203,14 +218,19 @@ class PendingWrites:
             for kind, found in rows.items():
                 _write(collection(kind), found)
             vector_rows.drop_pending(conn, chat_id)
-        for kind, found in rows.items() if written is not None else ():  # before the rows stop hiding these ids
-            written(chat_id, kind, {i: r.vector for i, r in found.items() if r.op == UPSERT},
-                    [i for i, r in found.items() if r.op == DELETE])
+        for kind, found in rows.items():  # before the rows stop hiding these ids
+            if written is not None:
+                written(
+                    chat_id,
+                    kind,
+                    {i: r.vector for i, r in found.items() if r.op == UPSERT and r.vector is not None},
+                    [i for i, r in found.items() if r.op == DELETE],
+                )
         self._rows[chat_id] = {}
         if self._settle:
-            written = {kind: {i: replace(r, in_chroma=True) for i, r in found.items() if r.op != META}
+            settled = {kind: {i: replace(r, in_chroma=True) for i, r in found.items() if r.op != META}
                        for kind, found in rows.items()}
-            self._settling[chat_id] = (time.monotonic() + SETTLE_SECONDS, written)
+            self._settling[chat_id] = (time.monotonic() + SETTLE_SECONDS, settled)
         return sum(len(r) for r in rows.values())
 
     def chats(self) -> list[str]:
@@ -224,18 +244,29 @@ class PendingWrites:
         self._settling.pop(chat_id, None)
 
 
-def in_calls(items: list) -> list[list]:
+def in_calls(items: list[T]) -> list[list[T]]:
     """`items` in parts of at most CALL_ROWS, a Chroma call each (Chroma refuses a call of more than about 5,000)."""
     return [items[start:start + CALL_ROWS] for start in range(0, len(items), CALL_ROWS)]
 
 
-def _write(collection, rows: dict[str, Row]) -> None:
+def _write(collection: Collection, rows: dict[str, Row]) -> None:
     """One collection's rows: deletes, then upserts, then metadata updates (each id has one row), `in_calls` (rows
     gather past FLUSH_ROWS while Chroma fails)."""
     for part in in_calls([i for i, r in rows.items() if r.op == DELETE]):
         collection.delete(ids=part)
-    for part in in_calls([(i, r) for i, r in rows.items() if r.op == UPSERT]):
-        collection.upsert(ids=[i for i, _ in part], embeddings=np.stack([r.vector for _, r in part]),
-                          metadatas=[r.metadata for _, r in part])
-    for part in in_calls([(i, r) for i, r in rows.items() if r.op == META]):
-        collection.update(ids=[i for i, _ in part], metadatas=[r.metadata for _, r in part])
+    for rows_part in in_calls([(i, r) for i, r in rows.items() if r.op == UPSERT]):
+        collection.upsert(ids=[i for i, _ in rows_part], embeddings=np.stack([_vector(r) for _, r in rows_part]),
+                          metadatas=chroma_metadata([r.metadata for _, r in rows_part]))
+    for rows_part in in_calls([(i, r) for i, r in rows.items() if r.op == META]):
+        collection.update(ids=[i for i, _ in rows_part], metadatas=chroma_metadata([r.metadata for _, r in rows_part]))
+
+
+def _vector(row: Row) -> np.ndarray:
+    if row.vector is None:
+        raise ValueError("a staged upsert without its vector")
+    return row.vector
+
+
+def chroma_metadata(rows: Sequence[dict[str, Any] | None]) -> Any:
+    """Metadata rows as Chroma takes them (its types allow only scalar values: ours are type and archived)."""
+    return [row or {} for row in rows]

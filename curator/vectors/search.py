@@ -3,18 +3,45 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from chromadb.errors import NotFoundError
 
+if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
+
+    from curator.vectors.chroma_function import CuratorEmbeddingFunction
+    from curator.vectors.mirror import Mirrors
+    from curator.vectors.pending import PendingWrites
+
 QUERIES_KEPT = 32
 NODES, SOURCES = "mc_", "ms_"  # collection name prefixes: node documents, events' source messages
+# query vectors by text, or by (SOURCES, text, source text) for a source vector derived from its text's
+QueryVectors = dict[Any, np.ndarray]
 
 
 class VectorSearch:
-    """Mixed into `VectorIndex`, which gives it `_collection`, `_count`, `_drop_handles`, `flush`, `function`,
-    `pending`, `mirrors`, `_query_cache`, `_locks_guard` and `_search_pool`."""
+    """Mixed into `VectorIndex`, which gives it what is declared here."""
+
+    function: CuratorEmbeddingFunction
+    pending: PendingWrites
+    mirrors: Mirrors
+    _query_cache: OrderedDict[tuple[str, ...], np.ndarray]
+    _locks_guard: threading.Lock
+    _search_pool: ThreadPoolExecutor | None
+
+    if TYPE_CHECKING:
+        def _collection(self, chat_id: str, kind: str = NODES) -> Collection: ...
+
+        def _count(self, chat_id: str, kind: str) -> int: ...
+
+        def _drop_handles(self, chat_id: str) -> None: ...
+
+        def flush(self, chat_id: str) -> int: ...
 
     def query(self, chat_id: str, text: str, k: int = 20) -> list[tuple[str, float]]:
         """The k nodes of this chat most similar to `text`, as (node id, cosine similarity)."""
@@ -38,7 +65,7 @@ class VectorSearch:
         sources = self._searches().submit(self._query, chat_id, SOURCES, source_text, source_k, source_vector)
         return self._query(chat_id, NODES, text, k, vector), sources.result()
 
-    def _searches(self):
+    def _searches(self) -> ThreadPoolExecutor:
         """Two threads for the source searches: Chroma releases the GIL while it searches, so a recall's source query
         runs beside its node query (about 1.3 ms of wall at 10k nodes; bench/README.md, "Fourth round")."""
         with self._locks_guard:
@@ -46,7 +73,7 @@ class VectorSearch:
                 self._search_pool = ThreadPoolExecutor(2, thread_name_prefix="curator-search")
             return self._search_pool
 
-    def pair_vectors(self, pairs: list[tuple[str, str]], context: bool = False) -> dict[str, object]:
+    def pair_vectors(self, pairs: list[tuple[str, str]], context: bool = False) -> QueryVectors:
         """The query vectors of (text, source text) pairs, the source text being the text without the speakers' names.
         An embedder that can add the names' share to the source text's vector (`named_query_vectors`) is asked for
         the source texts only, so each pair costs one model pass; one that searches the nodes without the names too
@@ -69,7 +96,7 @@ class VectorSearch:
         self._trim_queries()
         return vectors
 
-    def query_vectors(self, texts: list[str], context: bool = False) -> dict[str, object]:
+    def query_vectors(self, texts: list[str], context: bool = False) -> QueryVectors:
         """The query vectors of `texts`, embedded in one model call; the last few are kept (a recall that must
         score again, a swipe that asks the same). `context`: the texts are turns before the message answered,
         which weigh less in a recall: an embedder with a cheaper way for them (`embed_context_queries`) uses it."""
@@ -85,7 +112,7 @@ class VectorSearch:
         self._trim_queries()
         return found
 
-    def _remember(self, key: tuple, vector):
+    def _remember(self, key: tuple[str, ...], vector: np.ndarray) -> np.ndarray:
         """Keep a query vector; asked again counts as new, so the oldest unasked go first."""
         self._query_cache[key] = vector
         self._query_cache.move_to_end(key)
@@ -95,7 +122,8 @@ class VectorSearch:
         while len(self._query_cache) > QUERIES_KEPT:
             self._query_cache.popitem(last=False)
 
-    def _query(self, chat_id: str, kind: str, text: str, k: int, vector) -> list[tuple[str, float]]:
+    def _query(self, chat_id: str, kind: str, text: str, k: int,
+               vector: np.ndarray | None) -> list[tuple[str, float]]:
         """The k nearest in Chroma, or in its in-memory copy once that is loaded (`vectors/mirror.py`), beside the
         staged rows' (`vectors/pending.py`): Chroma is asked for as many more as it holds stale copies of, which
         are left out of its answer. `vector`: the query's (None: `text`'s, embedded or kept)."""
@@ -108,6 +136,8 @@ class VectorSearch:
             return []
         if vector is None:
             vector = self.query_vectors([text]).get(text)
+            if vector is None:
+                return []
         found = self.mirrors.search(chat_id, kind, vector, k, staged.hidden) if count else []
         if found is None:
             asked = k + len(staged.shadow)
@@ -117,22 +147,25 @@ class VectorSearch:
                 self._drop_handles(chat_id)
                 collection = self._collection(chat_id, kind)
                 result = collection.query(query_embeddings=[vector], n_results=asked, include=["distances"])
-            found = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i not in staged.hidden]
+            found = [(i, 1.0 - d) for i, d in zip(result["ids"][0], (result["distances"] or [[]])[0])
+                     if i not in staged.hidden]
         if staged.ids:
             found.extend(staged.search(vector, k))
             found.sort(key=lambda pair: -pair[1])
         return found[:k]
 
-    def neighbours(self, chat_id: str, node_id: str, k: int = 5, where: dict | None = None) -> list[tuple[str, float]]:
+    def neighbours(
+        self, chat_id: str, node_id: str, k: int = 5, where: dict[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
         """The k nodes nearest to node `node_id` (by its stored vector, so nothing is embedded), itself left
         out, as (node id, cosine similarity); `where` filters on the metadata (type, level, archived...).
         Empty when the node is not indexed. Staged writes go to Chroma first (its filters read the metadata)."""
         self.flush(chat_id)
         collection = self._collection(chat_id)
         found = collection.get(ids=[node_id], include=["embeddings"])
-        if not found["ids"]:
+        if not found["ids"] or found["embeddings"] is None:
             return []
-        result = collection.query(query_embeddings=[found["embeddings"][0]], n_results=k + 1,
-                                  where=where, include=["distances"])
-        pairs = [(i, 1.0 - d) for i, d in zip(result["ids"][0], result["distances"][0]) if i != node_id]
+        vector: np.ndarray = np.asarray(found["embeddings"][0], dtype=np.float32)
+        result = collection.query(query_embeddings=[vector], n_results=k + 1, where=where, include=["distances"])
+        pairs = [(i, 1.0 - d) for i, d in zip(result["ids"][0], (result["distances"] or [[]])[0]) if i != node_id]
         return pairs[:k]

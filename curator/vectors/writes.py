@@ -4,15 +4,59 @@ Chroma itself (`Direct`: a rebuild, or a sync of more changes than a batch holds
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from curator.store.graph import Node
 from curator.vectors.messages import combine
-from curator.vectors.pending import in_calls
+from curator.vectors.pending import chroma_metadata, in_calls
 from curator.vectors.search import NODES, SOURCES
 
+if TYPE_CHECKING:
+    from chromadb.api.models.Collection import Collection
 
-def node_metadata(node: Node) -> dict:
+    from curator.vectors.chroma_function import CuratorEmbeddingFunction
+    from curator.vectors.embeddings import EmbeddingProfile
+    from curator.vectors.messages import MessageVectors
+
+Hashes = tuple[str | None, str | None, str]  # a node's content, metadata and source hashes
+Written = Callable[[str, str, dict[str, np.ndarray], list[str]], None]  # chat, kind, upserts, deletes
+
+
+@dataclass
+class SyncReport:
+    """What a sync or rebuild did."""
+
+    chat_id: str
+    mode: str  # incremental | full | floors
+    embedded: int = 0
+    sources_embedded: int = 0  # events' source vectors written (each the mean of its messages' vectors)
+    messages_embedded: int = 0  # messages embedded for them (each message once)
+    sources_deferred: int = 0  # archived leaves' sources left until recall needs them
+    updated_metadata: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    failed: dict[str, str] = field(default_factory=dict)  # node id -> error
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class Sink(Protocol):
+    """Where a sync's writes go: the staged rows (`pending.Batch`) or Chroma now (`Direct`)."""
+
+    def upsert(self, kind: str, ids: list[str], vectors: Sequence[np.ndarray],
+               metadatas: list[dict[str, Any]]) -> None: ...
+
+    def update(self, kind: str, ids: list[str], metadatas: list[dict[str, Any]]) -> None: ...
+
+    def delete(self, kind: str, ids: list[str]) -> None: ...
+
+
+def node_metadata(node: Node) -> dict[str, Any]:
     """What Chroma keeps of a node beside its vector: what its filters ask (`VectorIndex.neighbours`). No floors,
     level or parent (the store has them): a character whose floors move with each reply, or an event folded into a
     summary, then costs the index no write at all. No document either: nothing reads it back, and it cost a quarter
@@ -25,20 +69,21 @@ class Direct:
     vector counts (`counts`, (chat, kind) -> a lower bound) and its in-memory copies (`written`,
     `vectors/mirror.py`) true."""
 
-    def __init__(self, chat_id: str, collection: Callable[[str], object], counts: dict,
-                 written: Callable | None = None):
+    def __init__(self, chat_id: str, collection: Callable[[str], Collection], counts: dict[tuple[str, str], int],
+                 written: Written | None = None) -> None:
         self._chat_id, self._collection, self._counts = chat_id, collection, counts
         self._written = written or (lambda *_: None)
 
-    def upsert(self, kind: str, ids: list[str], vectors, metadatas: list[dict]) -> None:
-        self._collection(kind).upsert(ids=ids, embeddings=vectors, metadatas=metadatas)
+    def upsert(self, kind: str, ids: list[str], vectors: Sequence[np.ndarray],
+               metadatas: list[dict[str, Any]]) -> None:
+        self._collection(kind).upsert(ids=ids, embeddings=list(vectors), metadatas=chroma_metadata(metadatas))
         self._written(self._chat_id, kind, dict(zip(ids, vectors)), [])
         key = (self._chat_id, kind)
         self._counts[key] = max(self._counts.get(key, 0), len(ids))
 
-    def update(self, kind: str, ids: list[str], metadatas: list[dict]) -> None:
+    def update(self, kind: str, ids: list[str], metadatas: list[dict[str, Any]]) -> None:
         for part in in_calls(list(zip(ids, metadatas))):  # a compaction may archive thousands at once
-            self._collection(kind).update(ids=[i for i, _ in part], metadatas=[m for _, m in part])
+            self._collection(kind).update(ids=[i for i, _ in part], metadatas=chroma_metadata([m for _, m in part]))
 
     def delete(self, kind: str, ids: list[str]) -> None:
         self._counts.pop((self._chat_id, kind), None)  # asked of Chroma again on next use
@@ -48,33 +93,39 @@ class Direct:
 
 
 class VectorWrites:
-    """Mixed into `VectorIndex`, which gives it `function`, `messages` and `profile`."""
+    """Mixed into `VectorIndex`, which gives it what is declared here."""
 
-    def _write(self, chat_id: str, sink, items: list, source_items: list, to_update: list,
-               lines: dict[int, str], report, kept: dict, progress: Callable[[int, int], None] | None) -> None:
+    function: CuratorEmbeddingFunction
+    messages: MessageVectors
+    profile: EmbeddingProfile
+
+    def _write(self, chat_id: str, sink: Sink, items: list[tuple[Node, str]],
+               source_items: list[tuple[Node, list[int], str]], to_update: list[tuple[Node, str]],
+               lines: dict[int, str], report: SyncReport, kept: dict[str, Hashes],
+               progress: Callable[[int, int], None] | None) -> None:
         """Embed `items` (node, document) as node vectors, combine `source_items` (node, floors, source) into
         source vectors, and give `sink` the metadata of `to_update` (node, document), in batches."""
         if to_update:
             sink.update(NODES, [n.id for n, _ in to_update], [node_metadata(n) for n, _ in to_update])
-        work = [(NODES, item) for item in items] + [(SOURCES, item) for item in source_items]
-        for start in range(0, len(work), self.profile.batch_size):
-            batch = work[start:start + self.profile.batch_size]
-            for kind in (NODES, SOURCES):
-                part = [item for where, item in batch if where == kind]
-                if kind == NODES:
-                    embedded = self._embed(part, report, kept)
-                    report.embedded += len(embedded)
-                else:
-                    embedded = self._combine(chat_id, part, lines, report, kept)
-                    report.sources_embedded += len(embedded)
-                if embedded:
-                    sink.upsert(kind, [n.id for (n, *_), _ in embedded], [v for _, v in embedded],
-                                [node_metadata(n) for (n, *_), _ in embedded])
+        size, total = self.profile.batch_size, len(items) + len(source_items)
+        for start in range(0, total, size):  # node documents first, then sources, `size` at a time
+            end = min(start + size, total)
+            embedded = self._embed(items[start:end], report, kept)
+            report.embedded += len(embedded)
+            combined = self._combine(chat_id, source_items[max(0, start - len(items)):max(0, end - len(items))],
+                                     lines, report, kept)
+            report.sources_embedded += len(combined)
+            for kind, done in ((NODES, [(item[0], v) for item, v in embedded]),
+                               (SOURCES, [(item[0], v) for item, v in combined])):
+                if done:
+                    sink.upsert(kind, [n.id for n, _ in done], [v for _, v in done],
+                                [node_metadata(n) for n, _ in done])
             if progress:
-                progress(min(start + len(batch), len(work)), len(work))
+                progress(end, total)
         report.updated_metadata = len(to_update)
 
-    def _embed(self, batch: list, report, kept: dict, source: bool = False) -> list:
+    def _embed(self, batch: list[tuple[Node, str]], report: SyncReport, kept: dict[str, Hashes],
+               source: bool = False) -> list[tuple[tuple[Node, str], np.ndarray]]:
         """Embed a batch of node documents (or, `source`, of sources as one text each); if it fails, embed its
         items one by one so one bad node does not stop the rest. A node that failed keeps no hash, so the next sync
         tries it again."""
@@ -83,7 +134,7 @@ class VectorWrites:
         try:
             return list(zip(batch, self.function.embedder.embed_documents([doc for _, doc in batch])))
         except Exception:  # noqa: BLE001 - retried node by node below, each failure reported
-            done = []
+            done: list[tuple[tuple[Node, str], np.ndarray]] = []
             for item in batch:
                 try:
                     done.append((item, self.function.embedder.embed_documents([item[1]])[0]))
@@ -91,20 +142,24 @@ class VectorWrites:
                     _failed(item[0].id, exc, report, kept, source=source)
             return done
 
-    def _combine(self, chat_id: str, batch: list, lines: dict[int, str], report, kept: dict) -> list:
+    def _combine(self, chat_id: str, batch: list[tuple[Node, list[int], str]], lines: dict[int, str],
+                 report: SyncReport,
+                 kept: dict[str, Hashes]) -> list[tuple[tuple[Node, list[int], str], np.ndarray]]:
         """Source vectors of a batch of (event, floors, source): the mean of the floors' message vectors, each
         message embedded once (`vectors/messages.py`). On failure, event by event, as `_embed`."""
         if not batch:
             return []
         if getattr(self.function.embedder, "joined_sources", False):  # the source as one text (`E5Joined`): its
             # lines' starts, about 128 tokens in all (`VectorIndex._reconcile` made it)
-            return self._embed([(node, source) for node, _, source in batch], report, kept, source=True)
+            embedded = {node.id: vector for (node, _), vector in
+                        self._embed([(node, source) for node, _, source in batch], report, kept, source=True)}
+            return [(item, embedded[item[0].id]) for item in batch if item[0].id in embedded]
         try:
             vectors, fresh = self.messages.vectors(chat_id, lines, {f for _, at, _ in batch for f in at})
             report.messages_embedded += fresh
             return [(item, combine([vectors[f] for f in item[1]])) for item in batch]
         except Exception:  # noqa: BLE001 - retried event by event below, each failure reported
-            done = []
+            done: list[tuple[tuple[Node, list[int], str], np.ndarray]] = []
             for item in batch:
                 try:
                     vectors, fresh = self.messages.vectors(chat_id, lines, item[1])
@@ -115,7 +170,7 @@ class VectorWrites:
             return done
 
 
-def _failed(node_id: str, exc: Exception, report, kept: dict, source: bool) -> None:
+def _failed(node_id: str, exc: Exception, report: SyncReport, kept: dict[str, Hashes], source: bool) -> None:
     report.failed[node_id] = f"{type(exc).__name__}: {exc}"[:300]
     content, meta, source_hash = kept[node_id]
     kept[node_id] = (content, meta, "") if source else (None, None, source_hash)

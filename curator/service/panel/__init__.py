@@ -7,10 +7,13 @@ which the panel asks for (or reads from `/panel/#token=...`) and keeps in the ta
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
+from starlette.types import Scope
 
 STATIC_DIR = Path(__file__).parent / "static"
 PANEL_PATH = "/panel"
@@ -20,11 +23,11 @@ class _PanelFiles(StaticFiles):
     """The panel's files, framed only by the service's own pages and the allowed origins (SillyTavern's page
     embeds the panel in its drawer; any other site framing it could trick clicks on it)."""
 
-    def __init__(self, frame_ancestors: tuple[str, ...], **kwargs):
+    def __init__(self, frame_ancestors: tuple[str, ...], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.policy = "frame-ancestors " + " ".join(("'self'", *frame_ancestors))
 
-    async def get_response(self, path, scope):
+    async def get_response(self, path: str, scope: Scope) -> Response:
         response = await super().get_response(path, scope)
         response.headers["Content-Security-Policy"] = self.policy
         return response

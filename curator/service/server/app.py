@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from pydantic_ai.models import Model
 
@@ -77,7 +79,7 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
                             job_lease=config.job_lease)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.jobs.recover()  # jobs a crash interrupted: resumed, or failed visibly
         _start_warm_up(memory)
         yield
@@ -113,7 +115,7 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
 
 def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(CuratorError)
-    async def curator_error(request: Request, exc: CuratorError):
+    async def curator_error(request: Request, exc: CuratorError) -> JSONResponse:
         if isinstance(exc, RollbackRefused):
             return error_body(409, "rollback_refused", str(exc), exc.hint)
         status = (404 if isinstance(exc, NotFound) else 409 if isinstance(exc, ChatExists)
@@ -121,15 +123,15 @@ def _error_handlers(app: FastAPI) -> None:
         return error_body(status, type(exc).__name__, str(exc), exc.hint)
 
     @app.exception_handler(BodyTooLarge)
-    async def body_too_large(request: Request, exc: BodyTooLarge):
+    async def body_too_large(request: Request, exc: BodyTooLarge) -> JSONResponse:
         return error_body(413, "body_too_large", exc.detail, "Send a tail window of the chat (`start`) instead.")
 
     @app.exception_handler(SchemaError)
-    async def schema_error(request: Request, exc: SchemaError):
+    async def schema_error(request: Request, exc: SchemaError) -> JSONResponse:
         return error_body(422, "SchemaError", str(exc), "Fix the schema at the places listed.")
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError):
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         where = ".".join(str(p) for p in errors[0]["loc"]) if errors else ""
         message = f"{where}: {errors[0]['msg']}" if errors else "invalid request"

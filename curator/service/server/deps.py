@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
 from fastapi import Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Literal
 
 from curator.store.messages import Message
 from curator.service.server.state import Service
@@ -15,7 +14,8 @@ MAX_TEXT = 200_000
 
 
 def _service(request: Request) -> Service:
-    return request.app.state.service
+    service: Service = request.app.state.service
+    return service
 
 
 ServiceDep = Annotated[Service, Depends(_service)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curator.service.server.security import error_body
@@ -23,7 +24,7 @@ _HINTS = {404: "See the OpenAPI document at /docs for the routes this service ha
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if exc.status_code == 400 and "parsing the body" in message:
             message = "the request body could not be parsed (not JSON, or nested too deeply)"
@@ -34,21 +35,25 @@ def install_error_handlers(app: FastAPI) -> None:
         return response
 
     @app.exception_handler(OverflowError)
-    async def too_large(request: Request, exc: OverflowError):
+    async def too_large(request: Request, exc: OverflowError) -> JSONResponse:
         return error_body(400, "number_out_of_range", f"a number in the request is out of range: {exc}",
                           "Floors, anchors, limits and offsets are integers below 2^63.")
 
     @app.exception_handler(RecursionError)
-    async def too_deep(request: Request, exc: RecursionError):
+    async def too_deep(request: Request, exc: RecursionError) -> JSONResponse:
         return error_body(400, "too_deep", "the request is nested too deeply", "Send flatter JSON.")
 
     @app.exception_handler(UnicodeError)
-    async def not_text(request: Request, exc: UnicodeError):
-        return error_body(400, "invalid_text", f"the request holds text that is not valid Unicode: {exc.reason}",
-                          "Send UTF-8 text without lone surrogates.")
+    async def not_text(request: Request, exc: UnicodeError) -> JSONResponse:
+        return error_body(
+            400,
+            "invalid_text",
+            f"the request holds text that is not valid Unicode: {getattr(exc, 'reason', exc)}",
+            "Send UTF-8 text without lone surrogates.",
+        )
 
     @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception):
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_body(500, "internal_error", f"unexpected {type(exc).__name__}; the service log has the details",
                           "This is a bug: please report it with the log lines.")

@@ -7,20 +7,28 @@ failing (wrong URL, key, a server that is down), or extraction turned off for th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from curator.errors import CuratorError
 from curator.llm.usage import extraction_failures
 
-_TASKS = {"extractor": ("extract",), "curator": ("curate",), "both": ("extract", "curate"), "off": ()}
+if TYPE_CHECKING:
+    from curator.settings import Task
+    from curator.service.server.state import Service
+
+_TASKS: dict[str, tuple[Task, ...]] = {"extractor": ("extract",), "curator": ("curate",), "both": ("extract", "curate"),
+                                       "off": ()}
 NO_MODEL_HINT = ("Configure one for the service (config.yaml `profiles`, or CURATOR_MODEL / CURATOR_BASE_URL), or "
                  "let the front end name one: in SillyTavern, Extensions > Memory Curator > Extraction model "
                  "(SillyTavern's own connection, when it is OpenAI-compatible, or a base URL and model).")
 
 
-def extraction_status(service, chat_id: str) -> dict:
+def extraction_status(service: Service, chat_id: str) -> dict[str, Any]:
     """{state: ok | off | no_model | failing | retrying, message, hint, model, channel, failed_steps}."""
     memory = service.memory
     chat = memory.chat(chat_id)
-    status = {"state": "ok", "message": "", "hint": "", "model": None, "channel": None, "failed_steps": 0}
+    status: dict[str, Any] = {"state": "ok", "message": "", "hint": "", "model": None, "channel": None,
+                              "failed_steps": 0}
     try:
         settings = memory.settings.for_chat(chat.settings)
     except CuratorError as exc:
@@ -61,7 +69,7 @@ def extraction_status(service, chat_id: str) -> dict:
     return status
 
 
-def model_update(service, chat_id: str, model: dict) -> bool:
+def model_update(service: Service, chat_id: str, model: dict[str, Any]) -> bool:
     """Keep the model the front end names in the chat's settings (`model`); True when it changed."""
     chat = service.memory.chat(chat_id)
     if chat.settings.get("model") == model:

@@ -3,8 +3,14 @@ with a name (or alias) another node of its type already has, a rename onto a tak
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from curator.errors import CuratorError
 from curator.store.graph import split_aliases
+
+if TYPE_CHECKING:
+    from curator.schemas import Schema
+    from curator.store.queries import GraphView
 
 
 class NameTaken(CuratorError):
@@ -16,7 +22,8 @@ def check_title(title: str | None) -> None:
         raise CuratorError("the title is empty", "Give a title with some text, or leave `title` out.")
 
 
-def check_names(graph, schema, type_name: str, values: dict, exclude_id: str | None = None) -> None:
+def check_names(graph: GraphView, schema: Schema, type_name: str, values: dict[str, Any],
+                exclude_id: str | None = None) -> None:
     """Refuse names (primary key values and aliases) of an entity type that another node of the type has."""
     spec = schema.types.get(type_name)
     if spec is None or spec.identity != "entity":

@@ -52,7 +52,7 @@ class SitePolicy:
     allowed_origins: tuple[str, ...] = ()  # extra origins, e.g. "http://localhost:8000" or "http://localhost:*"
     _checker: TransportSecurityMiddleware = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for origin in self.allowed_origins:
             if not _ORIGIN.match(origin):
                 raise CuratorError(f"--allow-origin {origin!r} is not a web origin",

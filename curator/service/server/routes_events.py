@@ -14,7 +14,7 @@ user and keeps no card.
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Path
 from fastapi.concurrency import run_in_threadpool
@@ -27,6 +27,9 @@ from curator.service.server.params import MAX_INT
 from curator.store.bindings import Bindings, RecallCards
 from curator.store.forks import fork_of
 from curator.store.store import utc_now
+
+if TYPE_CHECKING:
+    from curator.service.server.state import Service
 
 router = APIRouter(tags=["front ends"])
 RECALL_TURNS = 6  # of the chat's newest floors build the recall query (as in the proxy)
@@ -48,12 +51,12 @@ class EventIn(Strict):
     extract: bool = True
 
 
-def _event(service, chat_id: str, body: EventIn) -> dict:
+def _event(service: Service, chat_id: str, body: EventIn) -> dict[str, Any]:
     began = time.perf_counter()
     service.memory.chat(chat_id)  # ChatNotFound first
     kind = body.generation_type or ""
-    answer: dict = {"chat": chat_id, "event": body.event, "generation_type": kind or None, "sync": None,
-                    "job": None, "injection": None}
+    answer: dict[str, Any] = {"chat": chat_id, "event": body.event, "generation_type": kind or None, "sync": None,
+                              "job": None, "injection": None}
     quiet = body.event == "generation_started" and kind == "quiet"
     if body.messages is not None and not quiet:  # a quiet prompt's answer goes nowhere in the chat
         messages = [m.message() for m in body.messages]
@@ -74,7 +77,7 @@ def _event(service, chat_id: str, body: EventIn) -> dict:
     return answer
 
 
-def _recall(service, chat_id: str, body: EventIn, kind: str) -> dict | None:
+def _recall(service: Service, chat_id: str, body: EventIn, kind: str) -> dict[str, Any] | None:
     """Recall for the coming reply: the query from the newest floors, up to the last user message."""
     messages = service.memory.store.messages(chat_id)
     user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
@@ -93,7 +96,7 @@ def _recall(service, chat_id: str, body: EventIn, kind: str) -> dict | None:
 
 
 @router.post("/chats/{chat_id}/events")
-async def chat_event(chat_id: str, body: EventIn, service: ServiceDep) -> dict:
+async def chat_event(chat_id: str, body: EventIn, service: ServiceDep) -> dict[str, Any]:
     """One event of the front end's chat (module docstring): memory synced to `messages`, re-extraction queued,
     and for `generation_started` the injection for the coming reply; `extraction` says whether memory is being
     written (and if not, why)."""
@@ -101,20 +104,20 @@ async def chat_event(chat_id: str, body: EventIn, service: ServiceDep) -> dict:
 
 
 @router.get("/chats/{chat_id}/events")
-def recent_events(chat_id: str, service: ServiceDep) -> dict:
+def recent_events(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     """The chat's last events since the service started, newest first, and what each did."""
     service.memory.chat(chat_id)
     return {"chat": chat_id, "events": service.event_log.of(chat_id)}
 
 
 @router.get("/chats/{chat_id}/cards")
-def card_floors(chat_id: str, service: ServiceDep) -> dict:
+def card_floors(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     service.memory.chat(chat_id)
     return {"chat": chat_id, "floors": RecallCards(service.memory.store).floors(chat_id)}
 
 
 @router.get("/chats/{chat_id}/cards/{floor}")
-def recall_card(chat_id: str, floor: Annotated[int, Path(ge=0, le=MAX_INT)], service: ServiceDep) -> dict:
+def recall_card(chat_id: str, floor: Annotated[int, Path(ge=0, le=MAX_INT)], service: ServiceDep) -> dict[str, Any]:
     """What recall injected for the reply at `floor`, and why: blocks, nodes, scores, reasons, tokens, the text."""
     service.memory.chat(chat_id)
     card = RecallCards(service.memory.store).get(chat_id, floor)
@@ -125,7 +128,7 @@ def recall_card(chat_id: str, floor: Annotated[int, Path(ge=0, le=MAX_INT)], ser
 
 
 @router.get("/chats/{chat_id}/status")
-def chat_status(chat_id: str, service: ServiceDep) -> dict:
+def chat_status(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     """What a front end shows about a chat's memory: its binding, where it was forked from, whether extraction
     runs (and why not), its size and cost."""
     memory = service.memory

@@ -10,17 +10,19 @@ is recognised when it is first opened.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
+from typing import TYPE_CHECKING, Any, Literal
 
 from curator.errors import CuratorError, NotFound
 from curator.service.server.deps import MessageIn, ServiceDep, Strict
 from curator.service.server.frontend_status import extraction_status, model_update
 from curator.store.bindings import Bindings, check_names
 from curator.sync.frontend import Claim, FrontendChats
+
+if TYPE_CHECKING:
+    from curator.service.server.state import Service
 
 router = APIRouter(tags=["front ends"])
 Frontend = Literal["sillytavern"]
@@ -46,7 +48,7 @@ class OpenIn(Strict):
     claim: ClaimIn | None = None
     files: list[str] = Field(default_factory=list, max_length=20_000,
                              description="the chat files the scope has now (tells a branch from a rename)")
-    schema_: str | dict | None = Field(default=None, alias="schema",
+    schema_: str | dict[str, Any] | None = Field(default=None, alias="schema",
                                        description="for a new chat: a preset name or a schema (the card's)")
     model: ModelIn | None = Field(default=None, description="the model the front end names for extraction, used "
                                   "when config.yaml configures none")
@@ -73,11 +75,11 @@ class ForkIn(Strict):
     floor: int = Field(ge=-1, le=2**62, description="the last floor the fork shares with its parent")
 
 
-def _chats(service) -> FrontendChats:
+def _chats(service: Service) -> FrontendChats:
     return FrontendChats(service.memory.history)
 
 
-def _open(service, frontend: str, body: OpenIn) -> dict:
+def _open(service: Service, frontend: str, body: OpenIn) -> dict[str, Any]:
     messages = [m.message() for m in body.messages]
     chats = _chats(service)
     claim = Claim(body.claim.chat, body.claim.file) if body.claim else None
@@ -94,14 +96,14 @@ def _open(service, frontend: str, body: OpenIn) -> dict:
             model_update(service, opened.chat_id, model)
         chats.sync(opened, messages)
         job = service.jobs.submit(opened.chat_id, "extract", reuse_active=True) \
-            if body.extract and opened.sync.due else None
+            if body.extract and opened.sync is not None and opened.sync.due else None
     chat = service.memory.chat(opened.chat_id)
     return {**opened.to_dict(), "job": job, "schema": chat.schema.name, "settings": chat.settings,
             "extraction": extraction_status(service, opened.chat_id)}
 
 
 @router.post("/frontends/{frontend}/open")
-async def open_chat(frontend: Frontend, body: OpenIn, service: ServiceDep) -> dict:
+async def open_chat(frontend: Frontend, body: OpenIn, service: ServiceDep) -> dict[str, Any]:
     """The memory chat of the front end's chat: bound, forked (a branch or a checkpoint: at the last floor both
     share), renamed or created; then its messages are synced (edits, deletions and swipes since it was last seen
     roll memory back) and what is due is queued for extraction."""
@@ -109,14 +111,14 @@ async def open_chat(frontend: Frontend, body: OpenIn, service: ServiceDep) -> di
 
 
 @router.post("/frontends/{frontend}/rename")
-def rename_chat(frontend: Frontend, body: RenameIn, service: ServiceDep) -> dict:
+def rename_chat(frontend: Frontend, body: RenameIn, service: ServiceDep) -> dict[str, Any]:
     """The front end renamed a chat: its memory follows."""
     binding = _chats(service).rename(frontend, body.scope, body.file, body.new_file, body.label)
     return {"chat": binding.chat_id, "binding": binding.to_dict()}
 
 
 @router.post("/frontends/{frontend}/forget")
-def forget_chat(frontend: Frontend, body: ForgetIn, service: ServiceDep) -> dict:
+def forget_chat(frontend: Frontend, body: ForgetIn, service: ServiceDep) -> dict[str, Any]:
     """The front end deleted a chat: unbind its memory, or (`delete_memory`) delete the memory chat too."""
     bindings = Bindings(service.memory.store)
     if body.scope.endswith(":*"):
@@ -141,12 +143,12 @@ def forget_chat(frontend: Frontend, body: ForgetIn, service: ServiceDep) -> dict
 
 
 @router.get("/frontends/{frontend}/bindings")
-def list_bindings(frontend: Frontend, service: ServiceDep, scope: str | None = None) -> dict:
+def list_bindings(frontend: Frontend, service: ServiceDep, scope: str | None = None) -> dict[str, Any]:
     return {"bindings": [b.to_dict() for b in Bindings(service.memory.store).list(frontend, scope)]}
 
 
 @router.post("/chats/{chat_id}/fork")
-def fork(chat_id: str, body: ForkIn, service: ServiceDep) -> dict:
+def fork(chat_id: str, body: ForkIn, service: ServiceDep) -> dict[str, Any]:
     """A new chat sharing the parent's floors 0..`floor` and its memory of them (a copied commit log); the parent
     is untouched. No model call."""
     from curator.sync.frontend import new_chat_id

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, StrictInt
+from typing import TYPE_CHECKING, Any
 
 from curator.schemas import schema_from_data
 
@@ -20,6 +21,9 @@ from curator.store.usage import recent_steps
 from curator.service.server.deps import ServiceDep, Strict
 from curator.service.server.params import MAX_INT
 from curator.service.server.routes_work import RecallIn
+
+if TYPE_CHECKING:
+    from curator.api.memory import Memory
 
 router = APIRouter(tags=["panel"])
 
@@ -39,7 +43,7 @@ def install(app: FastAPI) -> None:
 
 
 @router.get("/chats/{chat_id}/overview")
-def overview(chat_id: str, service: ServiceDep) -> dict:
+def overview(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     """Counts, fragmentation, chat / vector / history status, recent extractions and recalls with their cost."""
     memory = service.memory
     chat = memory.chat(chat_id)
@@ -72,7 +76,7 @@ def overview(chat_id: str, service: ServiceDep) -> dict:
     }
 
 
-def _vector_status(memory, chat_id: str) -> dict:
+def _vector_status(memory: Memory, chat_id: str) -> dict[str, Any]:
     try:
         return {"ok": True, **memory.index.status(chat_id)}
     except Exception as exc:  # noqa: BLE001 - the overview still answers when the vector store is unreachable
@@ -80,7 +84,7 @@ def _vector_status(memory, chat_id: str) -> dict:
 
 
 @router.get("/chats/{chat_id}/graph/all")
-def whole_graph(chat_id: str, service: ServiceDep, archived: bool = True) -> dict:
+def whole_graph(chat_id: str, service: ServiceDep, archived: bool = True) -> dict[str, Any]:
     """Every node (compact: no fields) and edge of the chat, for drawing; archived nodes are flagged."""
     memory = service.memory
     memory.chat(chat_id)
@@ -93,7 +97,7 @@ def whole_graph(chat_id: str, service: ServiceDep, archived: bool = True) -> dic
 
 
 @router.get("/chats/{chat_id}/injection/last")
-def last_injection(chat_id: str, service: ServiceDep) -> dict:
+def last_injection(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     service.memory.chat(chat_id)
     injection = service.recall_log.last.get(chat_id)
     if injection is None:
@@ -103,7 +107,7 @@ def last_injection(chat_id: str, service: ServiceDep) -> dict:
 
 
 @router.post("/chats/{chat_id}/recall/try")
-async def try_recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
+async def try_recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict[str, Any]:
     """Recall as POST .../recall does, without becoming the chat's "last injection" (a panel experiment)."""
     injection = await run_in_threadpool(service.recall, chat_id, body.query, mode=body.mode,
                                         user_floor=body.user_floor, speaker=body.speaker, at=body.at, record=False)
@@ -111,7 +115,7 @@ async def try_recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
 
 
 @router.post("/chats/{chat_id}/rollback")
-def rollback(chat_id: str, body: RollbackIn, service: ServiceDep) -> dict:
+def rollback(chat_id: str, body: RollbackIn, service: ServiceDep) -> dict[str, Any]:
     """Undo every commit anchored at or after `floor` (the chat's messages stay as they are). What it reverts is
     kept as a trash batch (`batch`; POST .../undo restores it)."""
     with service.writer(chat_id):
@@ -123,7 +127,7 @@ def rollback(chat_id: str, body: RollbackIn, service: ServiceDep) -> dict:
 
 
 @router.put("/chats/{chat_id}/schema/compatible")
-def put_compatible_schema(chat_id: str, body: dict, service: ServiceDep) -> dict:
+def put_compatible_schema(chat_id: str, body: dict[str, Any], service: ServiceDep) -> dict[str, Any]:
     """Change a chat's schema while it has memory, when every node stays valid: its type is kept, and the type
     still has each field the node uses and no new required field the node lacks. Settings (cadence,
     always-inject, caps, compression) may change freely."""

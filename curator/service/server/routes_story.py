@@ -3,7 +3,7 @@ contradict stored ones, waiting for a decision (supersede, keep both, drop)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, status
 from fastapi.concurrency import run_in_threadpool
@@ -32,7 +32,7 @@ class SimulateIn(Strict):
 
 
 @router.post("/chats/{chat_id}/scouts")
-async def scouts(chat_id: str, body: ScoutIn, service: ServiceDep) -> dict:
+async def scouts(chat_id: str, body: ScoutIn, service: ServiceDep) -> dict[str, Any]:
     """Read-only looks at the memory before the reply to `message` (no model call): the entities it names, where
     the story stands, open threads and undecided contradictions, what the speaker must not know, what recall will
     inject. `text` is written for a director's prompt."""
@@ -41,7 +41,7 @@ async def scouts(chat_id: str, body: ScoutIn, service: ServiceDep) -> dict:
 
 
 @router.post("/chats/{chat_id}/simulate", status_code=status.HTTP_202_ACCEPTED)
-def simulate(chat_id: str, body: SimulateIn, service: ServiceDep) -> dict:
+def simulate(chat_id: str, body: SimulateIn, service: ServiceDep) -> dict[str, Any]:
     """What the chat's writers (or `writer`) would commit for the newest reply, a stored `floor` or a
     `draft_reply`, without committing, as a job: its result lists each writer's ops and changes (nodes created,
     fields before and after, links). The model is asked; its calls are in the chat's usage."""
@@ -51,14 +51,14 @@ def simulate(chat_id: str, body: SimulateIn, service: ServiceDep) -> dict:
 
 @router.get("/chats/{chat_id}/facts")
 async def facts(chat_id: str, service: ServiceDep, name: str = Query(min_length=1, max_length=200),
-                at: str = Query(min_length=1, max_length=200)) -> dict:
+                at: str = Query(min_length=1, max_length=200)) -> dict[str, Any]:
     """The nodes named `name` (or of that id) as they were at a story time ("day 5", a date, a floor), with each
     one's spans of story time (from which story time each value held, until which)."""
     return await run_in_threadpool(service.memory.facts_at, chat_id, name, at)
 
 
 @router.get("/chats/{chat_id}/plan")
-def plan(chat_id: str, service: ServiceDep) -> dict:
+def plan(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     """The plot planner's newest plan ({beats, floor, seq}; null when none). Run it now with
     POST /chats/{id}/maintenance/plan; on a cadence with `planner.enabled` in the chat's settings."""
     settings = service.memory.settings.for_chat(service.memory.chat(chat_id).settings).planner
@@ -66,13 +66,13 @@ def plan(chat_id: str, service: ServiceDep) -> dict:
 
 
 @router.get("/chats/{chat_id}/contradictions")
-def contradictions(chat_id: str, service: ServiceDep) -> dict:
+def contradictions(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     """The contradiction inbox: each new fact that contradicts a stored one, both still active."""
     return {"contradictions": service.memory.contradictions(chat_id)}
 
 
 @router.post("/chats/{chat_id}/contradictions/{contradiction_id}")
-def resolve(chat_id: str, contradiction_id: str, body: ResolveIn, service: ServiceDep) -> dict:
+def resolve(chat_id: str, contradiction_id: str, body: ResolveIn, service: ServiceDep) -> dict[str, Any]:
     """Decide: `supersede` (the new fact replaces the old one, which keeps its story-time span), `keep_both`, or
     `drop` (the new fact was wrong). One commit, undone by a rollback of the new fact's floor."""
     with service.writer(chat_id):

@@ -3,6 +3,8 @@ restore a batch by id (exactly: graph and floors), purge batches for good. One w
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, StrictBool, StrictInt
@@ -10,6 +12,7 @@ from pydantic import Field, StrictBool, StrictInt
 from curator.errors import CuratorError
 from curator.extract.extractor import due_floors
 from curator.service.server.deps import ServiceDep, Strict
+from curator.service.server.state import Service
 from curator.service.server.params import MAX_INT, BatchId
 
 router = APIRouter(tags=["history"])
@@ -27,14 +30,14 @@ class PurgeIn(Strict):
 
 
 @router.get("/chats/{chat_id}/trash")
-def list_trash(chat_id: str, service: ServiceDep) -> dict:
+def list_trash(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     """The chat's reverted batches, newest first: why (rollback, sync, proxy, ingest, rebuild, undo), when, from
     which floor, how many commits and floors, the titles of the first nodes they had created."""
     return {"chat": chat_id, "batches": [b.to_dict() for b in service.memory.trash(chat_id)]}
 
 
 @router.get("/chats/{chat_id}/trash/{batch_id}")
-def get_batch(chat_id: str, batch_id: BatchId, service: ServiceDep) -> dict:
+def get_batch(chat_id: str, batch_id: BatchId, service: ServiceDep) -> dict[str, Any]:
     """One batch with its commits (oldest first) and the floors it keeps (null when it kept none)."""
     found, commits, floors = service.memory.store.trash_batch(chat_id, batch_id)
     return {**found.to_dict(), "commits": commits, "messages": None if floors is None else [
@@ -43,13 +46,13 @@ def get_batch(chat_id: str, batch_id: BatchId, service: ServiceDep) -> dict:
 
 
 @router.post("/chats/{chat_id}/undo")
-async def undo(chat_id: str, body: UndoIn, service: ServiceDep) -> dict:
+async def undo(chat_id: str, body: UndoIn, service: ServiceDep) -> dict[str, Any]:
     """Restore a reverted batch exactly: its commits (the graph as before the rollback) and the floors it replaced.
     What was committed since is reverted first and kept as a new batch (`displaced_batch`), so an undo can be undone."""
     return await run_in_threadpool(_undo, service, chat_id, body.batch, body.extract)
 
 
-def _undo(service, chat_id: str, batch: int | None, extract: bool) -> dict:
+def _undo(service: Service, chat_id: str, batch: int | None, extract: bool) -> dict[str, Any]:
     memory = service.memory
     with service.writer(chat_id):
         if batch is None:
@@ -64,14 +67,14 @@ def _undo(service, chat_id: str, batch: int | None, extract: bool) -> dict:
 
 
 @router.delete("/chats/{chat_id}/trash/{batch_id}")
-def purge_batch(chat_id: str, batch_id: BatchId, service: ServiceDep) -> dict:
+def purge_batch(chat_id: str, batch_id: BatchId, service: ServiceDep) -> dict[str, Any]:
     """Drop one batch for good (it can no longer be undone)."""
     with service.writer(chat_id):
         return {"chat": chat_id, "purged": service.memory.purge_trash(chat_id, [batch_id])}
 
 
 @router.post("/chats/{chat_id}/trash/purge")
-def purge(chat_id: str, body: PurgeIn, service: ServiceDep) -> dict:
+def purge(chat_id: str, body: PurgeIn, service: ServiceDep) -> dict[str, Any]:
     """Drop batches for good: those older than `older_than_days`, or all of them (`all: true`)."""
     if (body.older_than_days is None) == (not body.all):
         raise CuratorError("say what to purge: `older_than_days` or `all: true` (one of them)")

@@ -6,11 +6,10 @@ A job-backed endpoint takes a few lines: register the kind in `state.build_servi
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
+from typing import Any, Literal
 
 from curator.errors import CuratorError
 from curator.service.server.deps import MessageIn, ServiceDep, Strict
@@ -52,7 +51,7 @@ class MaintainIn(Strict):
 
 
 @router.post("/chats/{chat_id}/recall")
-async def recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
+async def recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict[str, Any]:
     """The injection for the next generation: persistent and recalled blocks, token counts, placement."""
     turns = [t.message() for t in body.turns] if body.turns else None
     if not body.query.strip() and not turns:
@@ -64,27 +63,27 @@ async def recall(chat_id: str, body: RecallIn, service: ServiceDep) -> dict:
 
 
 @router.post("/chats/{chat_id}/extract", status_code=status.HTTP_202_ACCEPTED)
-def extract(chat_id: str, service: ServiceDep) -> dict:
+def extract(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     """Extract every floor still due, as a job (one per chat: an active one is returned instead)."""
     service.memory.chat(chat_id)
     return service.jobs.submit(chat_id, "extract", reuse_active=True)
 
 
 @router.post("/chats/{chat_id}/rebuild", status_code=status.HTTP_202_ACCEPTED)
-def rebuild(chat_id: str, service: ServiceDep) -> dict:
+def rebuild(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     """Clear the chat's memory and extract every floor again, as a job."""
     service.memory.chat(chat_id)
     return service.jobs.submit(chat_id, "rebuild")
 
 
 @router.post("/chats/{chat_id}/vectors/rebuild", status_code=status.HTTP_202_ACCEPTED)
-def rebuild_vectors(chat_id: str, body: VectorsIn, service: ServiceDep) -> dict:
+def rebuild_vectors(chat_id: str, body: VectorsIn, service: ServiceDep) -> dict[str, Any]:
     service.memory.chat(chat_id)
     return service.jobs.submit(chat_id, "vectors", {"full": body.full})
 
 
 @router.post("/chats/{chat_id}/curate", status_code=status.HTTP_202_ACCEPTED)
-def curate(chat_id: str, body: CurateIn, service: ServiceDep) -> dict:
+def curate(chat_id: str, body: CurateIn, service: ServiceDep) -> dict[str, Any]:
     """Run the memory_curator agent as a job (director mode with `draft_reply`); its result is the run's trace."""
     service.memory.chat(chat_id)
     params = body.model_dump(exclude_none=True)
@@ -92,7 +91,7 @@ def curate(chat_id: str, body: CurateIn, service: ServiceDep) -> dict:
 
 
 @router.post("/chats/{chat_id}/maintenance/{op}", status_code=status.HTTP_202_ACCEPTED)
-def maintain(chat_id: str, op: MaintenanceOp, body: MaintainIn, service: ServiceDep) -> dict:
+def maintain(chat_id: str, op: MaintenanceOp, body: MaintainIn, service: ServiceDep) -> dict[str, Any]:
     """Compact, consolidate, evolve, summarize, forget (`dry_run` lists what would go) or reflect, as a job;
     the result is the operation's report (changes, commits, LLM calls, tokens)."""
     service.memory.chat(chat_id)
@@ -100,12 +99,12 @@ def maintain(chat_id: str, op: MaintenanceOp, body: MaintainIn, service: Service
 
 
 @router.get("/chats/{chat_id}/usage")
-def usage(chat_id: str, service: ServiceDep) -> dict:
+def usage(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     return service.memory.usage(chat_id)
 
 
 @router.get("/usage")
-def usage_all(service: ServiceDep) -> dict:
+def usage_all(service: ServiceDep) -> dict[str, Any]:
     """LLM calls, tokens and latency per chat and in all."""
     from curator.llm.records import Usage
 
@@ -117,7 +116,7 @@ def usage_all(service: ServiceDep) -> dict:
 
 
 @router.get("/chats/{chat_id}/commits")
-def commits(chat_id: str, service: ServiceDep, since_floor: OptionalFloor = None) -> dict:
+def commits(chat_id: str, service: ServiceDep, since_floor: OptionalFloor = None) -> dict[str, Any]:
     service.memory.chat(chat_id)
     return {"commits": [{"id": c.id, "anchor_floor": c.anchor_floor, "origin": c.origin, "at": c.at,
                          "ops": len(c.ops), "note": c.note}
@@ -125,21 +124,21 @@ def commits(chat_id: str, service: ServiceDep, since_floor: OptionalFloor = None
 
 
 @router.get("/jobs")
-def list_jobs(service: ServiceDep, chat: str | None = None, limit: int = 100) -> dict:
+def list_jobs(service: ServiceDep, chat: str | None = None, limit: int = 100) -> dict[str, Any]:
     return {"jobs": service.jobs.list(chat, max(1, min(limit, 1000)))}
 
 
 @router.get("/jobs/{job_id}")
-def get_job(job_id: str, service: ServiceDep) -> dict:
+def get_job(job_id: str, service: ServiceDep) -> dict[str, Any]:
     return service.jobs.get(job_id)
 
 
 @router.post("/jobs/{job_id}/cancel")
-def cancel_job(job_id: str, service: ServiceDep) -> dict:
+def cancel_job(job_id: str, service: ServiceDep) -> dict[str, Any]:
     return service.jobs.cancel(job_id)
 
 
 @router.get("/health")
-def health(service: ServiceDep) -> dict:
+def health(service: ServiceDep) -> dict[str, Any]:
     # which process answered: with `serve --workers N`, any of them may
     return {"ok": True, "worker": service.jobs.worker}

@@ -6,15 +6,18 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import uvicorn
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
 
 
 class ThreadedServer:
     """`with ThreadedServer(app) as server: httpx.get(server.url + "/api/v1/health")`"""
 
-    def __init__(self, app, host: str = "127.0.0.1"):
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1") -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, 0))
@@ -35,7 +38,7 @@ class ThreadedServer:
             time.sleep(0.01)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=20)
         self.sock.close()

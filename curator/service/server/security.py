@@ -7,10 +7,12 @@ import ipaddress
 import threading
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from curator.errors import CuratorError
 
@@ -53,10 +55,10 @@ def _open(path: str) -> bool:
     return path in OPEN_PATHS or path == "/panel" or path.startswith(OPEN_PREFIXES)
 
 
-def _replay(body: bytes, receive):
+def _replay(body: bytes, receive: Receive) -> Receive:
     sent = False
 
-    async def replay():
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
@@ -66,14 +68,14 @@ def _replay(body: bytes, receive):
     return replay
 
 
-async def _preflight(headers: list[tuple[bytes, bytes]], send) -> None:
+async def _preflight(headers: list[tuple[bytes, bytes]], send: Send) -> None:
     """A CORS preflight of an allowed origin, answered before the token check (a browser sends none with it)."""
     await send({"type": "http.response.start", "status": 204, "headers": [*headers, (b"content-length", b"0")]})
     await send({"type": "http.response.body", "body": b""})
 
 
-def _with_headers(send, headers: list[tuple[bytes, bytes]]):
-    async def sending(message):
+def _with_headers(send: Send, headers: list[tuple[bytes, bytes]]) -> Send:
+    async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
             message = {**message, "headers": [*message.get("headers", []), *headers]}
         await send(message)
@@ -81,10 +83,24 @@ def _with_headers(send, headers: list[tuple[bytes, bytes]]):
     return sending
 
 
+class Policy(Protocol):
+    """The site checks the guard runs first (`request_guard.SitePolicy`: Host, Origin, content type)."""
+
+    async def refusal(self, request: Request) -> JSONResponse | None: ...
+
+    def reads_body(self, request: Request) -> bool: ...
+
+    def body_refusal(self, body: bytes) -> JSONResponse | None: ...
+
+    def cross_origin(self, request: Request) -> str | None: ...
+
+    def cors_headers(self, origin: str, request: Request) -> list[tuple[bytes, bytes]]: ...
+
+
 class BodyTooLarge(HTTPException):
     """Raised while a body without a declared length is read, once it passes the limit (answered with 413)."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int) -> None:
         super().__init__(413, f"request body over {limit} bytes")
 
 
@@ -92,19 +108,19 @@ class GuardMiddleware:
     """Token, body size and rate checks before any route runs, each with a JSON 4xx. A plain ASGI middleware,
     so a body sent without a length is counted as it streams in, never buffered whole to be measured."""
 
-    def __init__(self, app, token: str | None, limits: Limits, policy=None):
+    def __init__(self, app: ASGIApp, token: str | None, limits: Limits, policy: Policy | None = None) -> None:
         self.app, self.token, self.limits = app, token, limits
         self.policy = policy  # request_guard.SitePolicy: Host, Origin and content-type checks (None: none)
         self._buckets: dict[str, tuple[float, float]] = {}
         self._guard = threading.Lock()
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         request = Request(scope)
         refusal = await self.policy.refusal(request) if self.policy is not None else None
         origin = self.policy.cross_origin(request) if self.policy is not None and refusal is None else None
-        if origin is not None:  # an --allow-origin caller (SillyTavern's page): it may read the answers
+        if self.policy is not None and origin is not None:  # an --allow-origin caller (SillyTavern's page)
             cors = self.policy.cors_headers(origin, request)
             if request.method == "OPTIONS" and "access-control-request-method" in request.headers:
                 return await _preflight(cors, send)
@@ -125,7 +141,7 @@ class GuardMiddleware:
             receive = self._counted(receive)
         return await self.app(scope, receive, send)
 
-    async def _whole_body(self, receive) -> bytes:
+    async def _whole_body(self, receive: Receive) -> bytes:
         """The request's body, read up to the size limit (checks that need all of it)."""
         chunks, seen = [], 0
         while True:
@@ -157,10 +173,10 @@ class GuardMiddleware:
             return response
         return None
 
-    def _counted(self, receive):
+    def _counted(self, receive: Receive) -> Receive:
         limit, seen = self.limits.max_body_bytes, 0
 
-        async def counted():
+        async def counted() -> Message:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
@@ -174,7 +190,7 @@ class GuardMiddleware:
     def _authorized(self, request: Request) -> bool:
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), self.token.encode())
+        return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), (self.token or "").encode())
 
     def _take(self, client: str) -> bool:
         """Token bucket per client: `burst` requests at once, refilled at the per-minute rate."""

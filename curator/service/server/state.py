@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+from functools import partial
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 
 from curator.aio import run_sync
@@ -17,10 +18,12 @@ from curator.service.event_log import EventLog
 from curator.service.recall_log import RecallLog
 from curator.store.messages import Message
 from curator.service.jobs import ChatLocks, JobContext, JobFailed, JobKind, JobRunner
+from curator.store.job_queue import DEFAULT_LEASE
 from curator.api.memory import Memory
 from curator.sync.history import HistoryReport, extract_due
 
 if TYPE_CHECKING:
+    from curator.extract.channel import FloorResult
     from curator.recall.engine import Recaller
     from curator.recall.injection import Injection
 
@@ -43,8 +46,8 @@ class Service:
         with self.locks(chat_id):
             yield
 
-    def sync(self, chat_id: str, messages: list, start: int = 0, extract: bool = True, *, reason: str = "sync",
-             max_revert: int | None = None, allow_empty: bool = True) -> tuple[HistoryReport, dict | None]:
+    def sync(self, chat_id: str, messages: list[Any], start: int = 0, extract: bool = True, *, reason: str = "sync",
+             max_revert: int | None = None, allow_empty: bool = True) -> tuple[HistoryReport, dict[str, Any] | None]:
         """Sync under the chat's writer lock, then queue re-extraction of what is due (one job per chat) when the
         chat's extraction channel includes the built-in extractor. `reason`, `max_revert`, `allow_empty`: as for
         `Memory.sync`."""
@@ -110,14 +113,14 @@ def build_service(memory: Memory, models: Models = NO_MODELS, workers: int = 4,
     locks = ChatLocks(memory.store)  # honoured by every process over this store
     recall_lock = threading.RLock()
     kinds: dict[str, JobKind] = {}  # filled below: the jobs run on the service they belong to
-    jobs = JobRunner(memory.store, locks, kinds, workers=workers, **({"lease": job_lease} if job_lease else {}))
+    jobs = JobRunner(memory.store, locks, kinds, workers=workers, lease=job_lease or DEFAULT_LEASE)
     service = Service(memory, locks, jobs, recall_lock, models)
     kinds.update({
         "extract": JobKind(lambda ctx: _extract_job(service, ctx), resumable=True),
         "rebuild": JobKind(lambda ctx: _rebuild_job(service, ctx), resumable=True),
         "vectors": JobKind(lambda ctx: _vectors_job(service, ctx), resumable=True),
         "curate": JobKind(lambda ctx: _curate_job(service, ctx), resumable=True),
-        **{op: JobKind(lambda ctx, op=op: _maintenance_job(service, ctx, op)) for op in MAINTENANCE_OPS},
+        **{op: JobKind(partial(_maintenance_job, service, op=op)) for op in MAINTENANCE_OPS},
         "simulate": JobKind(lambda ctx: _simulate_job(service, ctx)),
     })
     # Open the shared parts now, not racily on the first concurrent requests.
@@ -135,7 +138,7 @@ def register_kind(service: Service, name: str, kind: JobKind) -> None:
 MAINTENANCE_OPS = ("compact", "consolidate", "evolve", "summarize", "forget", "reflect", "plan")
 
 
-def _maintenance_job(service: Service, ctx: JobContext, op: str) -> dict:
+def _maintenance_job(service: Service, ctx: JobContext, op: str) -> dict[str, Any]:
     """One maintenance operation (its own commits), under the chat's writer lock."""
     memory, params, model = service.memory, ctx.params, service.models.maintain
     calls = {
@@ -155,14 +158,14 @@ def _maintenance_job(service: Service, ctx: JobContext, op: str) -> dict:
     return report.to_dict()
 
 
-def _simulate_job(service: Service, ctx: JobContext) -> dict:
+def _simulate_job(service: Service, ctx: JobContext) -> dict[str, Any]:
     """What a writer would commit, without committing (nothing is written, so no writer lock is held)."""
     params = ctx.params
     return service.memory.simulate(ctx.chat_id, params.get("draft_reply"), params.get("floor"), params.get("writer"),
                                    models=service.models)
 
 
-def _curate_job(service: Service, ctx: JobContext) -> dict:
+def _curate_job(service: Service, ctx: JobContext) -> dict[str, Any]:
     """The memory_curator agent: for one floor (`params.floor`, director mode with `params.draft_reply`), or,
     with the `curator` channel, for every floor still due."""
     memory, params = service.memory, ctx.params
@@ -184,14 +187,14 @@ def _curate_job(service: Service, ctx: JobContext) -> dict:
     return {"runs": results}
 
 
-def _extract_job(service: Service, ctx: JobContext) -> dict:
+def _extract_job(service: Service, ctx: JobContext) -> dict[str, Any]:
     """Write every floor still due with the chat's channel (extractor, curator or both), each floor followed by
     compression when a type is over its threshold."""
     memory = service.memory
     writer = memory.channel_writer(service.models)
-    done: list = []
+    done: list[FloorResult] = []
 
-    def on_step(result, count, total):
+    def on_step(result: FloorResult, count: int, total: int) -> None:
         done.append(result)
         ctx.progress(count, total, f"floor {result.floor}: {'ok' if result.ok else result.reason}")
 
@@ -200,7 +203,7 @@ def _extract_job(service: Service, ctx: JobContext) -> dict:
     return _steps(results)
 
 
-def _rebuild_job(service: Service, ctx: JobContext) -> dict:
+def _rebuild_job(service: Service, ctx: JobContext) -> dict[str, Any]:
     removed = None
     if not ctx.resumed:  # a resumed rebuild already cleared; it continues extracting
         with ctx.writer:
@@ -208,14 +211,14 @@ def _rebuild_job(service: Service, ctx: JobContext) -> dict:
     return {"commits_removed": removed, **_extract_job(service, ctx)}
 
 
-def _vectors_job(service: Service, ctx: JobContext) -> dict:
+def _vectors_job(service: Service, ctx: JobContext) -> dict[str, Any]:
     full = bool(ctx.params.get("full"))
     report = service.memory.rebuild_vectors(ctx.chat_id, full=full and not ctx.resumed,
                                             progress=lambda d, t: ctx.progress(d, t))
     return report.to_dict()
 
 
-def _steps(results: list) -> dict:
+def _steps(results: list[Any]) -> dict[str, Any]:
     from curator.llm.records import Usage
 
     usage = Usage()
