@@ -37,8 +37,10 @@ def replace_hashes(conn: Connection, chat_id: str, removed: Iterable[str], chang
 
 
 def save_state(store: Store, chat_id: str, profile: str, all_hashes: Hashes) -> None:
-    """The chat's whole state after a full sync: its profile and every node's hashes."""
-    with store.transaction() as conn:
+    """The chat's whole state after a full sync: its profile and every node's hashes. Under the chat's lock, as
+    `replace_hashes` runs: two processes syncing a chat at once would otherwise each delete, then insert, the same
+    rows (on PostgreSQL the second insert fails on the key)."""
+    with store.transaction(chat_id) as conn:
         conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
         conn.executemany(_INSERT_HASH, [(chat_id, node_id, content, meta)
                                         for node_id, (content, meta) in all_hashes.items()])
