@@ -35,6 +35,7 @@ class ModelProfile(_Strict):
     api_key_env: str = "OPENAI_API_KEY"  # the variable that holds the key; the key itself is never stored
     temperature: float | None = Field(default=0.2, ge=0, le=2)
     max_tokens: int | None = Field(default=2048, ge=1)
+    context_tokens: int = Field(default=32_000, ge=2048)  # the model's context: a prompt's floors are cut to fit it
     timeout: float = Field(default=60.0, gt=0)  # seconds per request
     rpm: int = Field(default=0, ge=0)  # requests per minute, 0 = no limit
     max_attempts: int = Field(default=4, ge=1, le=20)  # per request, counting the first
@@ -61,6 +62,8 @@ class ExtractionSettings(_Strict):
         default="extractor", description="who writes memory after each reply: the extractor, the curator agent, "
         "both (the curator second) or nobody")
     curator_max_requests: int = Field(default=16, ge=1, le=100, description="model requests per curator run at most")
+    upstream_fallback: bool = Field(default=True, description="with no extraction model configured, the proxy's "
+                                    "upstream model (the one the front end asks for) extracts")
 
 
 class RerankProfile(_Strict):

@@ -178,16 +178,17 @@ class _QuietServer(ThreadingHTTPServer):
 
 class Upstream:
     """The chat model behind the proxy, on loopback. Each generation answers with the next queued text (a list of
-    texts for `n` choices); a request with an empty queue answers "...". Streams when asked; `/v1/models` lists
-    one model. Records every request's body and headers. With `tools` (a curator.testing responder), a request that
-    offers tools (the memory service's extraction) is answered by it."""
+    texts for `n` choices); a request with an empty queue answers "...". Streams when asked (`chunk_delay` between
+    chunks); `/v1/models` lists one model. Records every request's body and headers. With `tools` (a curator.testing
+    responder), a request that offers tools (the memory service's extraction) is answered by it."""
 
-    def __init__(self, delay: float = 0.0, tools=None):
+    def __init__(self, delay: float = 0.0, tools=None, chunk_delay: float = 0.0):
         self.queue: list[list[str]] = []
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.delay = delay
         self.tools = tools  # a responder (curator.testing) for requests with tools: memory's own extraction calls
+        self.chunk_delay = chunk_delay  # seconds between streamed chunks (a client can stop a stream mid-way)
         upstream = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -203,7 +204,12 @@ class Upstream:
                 return self._send(404, "application/json", json.dumps({"error": {"message": "not found"}}))
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])) or b"{}")
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers["content-length"])) or b"{}")
+                except ValueError:
+                    body = None
+                if not isinstance(body, dict):  # as an OpenAI-compatible server answers a body that is no object
+                    return self._send(400, "application/json", json.dumps({"error": {"message": "not an object"}}))
                 upstream.requests.append(body)
                 upstream.headers.append({k.lower(): v for k, v in self.headers.items()})
                 if upstream.tools is not None and body.get("tools"):
@@ -233,7 +239,11 @@ class Upstream:
                     chunk = {"id": "up", "object": "chat.completion.chunk", "created": 1, "model": body.get("model"),
                              "choices": [{"index": 0, "delta": {"content": piece} if piece else {},
                                           "finish_reason": None if piece else "stop"}]}
-                    self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+                    try:
+                        self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
+                    except OSError:
+                        return  # the client stopped the stream
+                    time.sleep(upstream.chunk_delay)
                 self._chunk(b"data: [DONE]\n\n")
                 self._chunk(b"")
 
@@ -388,6 +398,23 @@ class Front:
         text = self.clean(self.generate(self.prompt(), stream)[0])
         self.chat.append({"is_user": False, "name": CHAR, "mes": text, "swipes": [text]})
         return text
+
+    def stopped(self, text: str, after: int) -> str:
+        """The user sends `text` and presses Stop once `after` characters of the streamed reply have arrived: the
+        stream is cut (SillyTavern's backend aborts its request to the proxy) and the UI keeps what it showed."""
+        self.chat.append({"is_user": True, "name": USER, "mes": text, "swipes": [text]})
+        body = {"messages": self.prompt(), "model": "story-model", "stream": True, "stop": self.stops,
+                "chat_completion_source": "custom", "custom_url": self.custom_url,
+                "custom_include_headers": self.include_headers, "user_name": USER, "char_name": CHAR}
+        shown = ""
+        with self.session.stream("POST", "/api/backends/chat-completions/generate", json=body) as response:
+            for line in response.iter_lines():
+                shown += sse_text(line + "\n")
+                if len(shown) >= after:
+                    break
+        kept = self.clean(shown)
+        self.chat.append({"is_user": False, "name": CHAR, "mes": kept, "swipes": [kept]})
+        return kept
 
     def regenerate(self, stream: bool = False) -> str:
         old = self.chat.pop()

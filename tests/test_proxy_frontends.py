@@ -13,7 +13,7 @@ from curator.extract.chatfile import read_chat
 from curator.testing.scripted import reply_text, scripted_model
 from curator.paths import example_file
 from curator.service.proxy import ProxyConfig
-from curator.service.proxy_match import request_kind, same_floor, window_start
+from curator.service.proxy_match import chat_names, request_kind, same_floor, window_start
 from curator.service.server import ServiceConfig, create_app
 from curator.service.server.runner import ThreadedServer
 from curator.store.messages import Message, floor_hash
@@ -23,18 +23,27 @@ from st_harness import IMPERSONATE, SUMMARIZE, Upstream, free_port
 
 
 def test_a_front_ends_copy_of_a_reply_is_the_same_floor_and_an_edit_is_not():
+    names = chat_names([Message("assistant", "Eileen", "hi"), Message("user", "", "Alex: hello"),
+                        Message("user", "", "Alex: and then")])
+    assert names == {"Eileen", "Alex"}  # name fields, and a prefix the chat uses on several floors
     stored = Message("assistant", "", "  Eileen: Rowan went to the mill.\nAlex: And then?\n")
     for copy in (Message("assistant", "Eileen", "Rowan went to the mill."),       # name field, cut, no prefix
                  Message("assistant", "", "Eileen: Rowan went to the mill."),     # content prefix kept, cut
                  Message("assistant", "", "Rowan went to the mill. Alex: And then?"),  # whitespace only
                  Message("assistant", "", "Rowan went to")):                      # a stop string cut early
-        assert same_floor(stored, copy), copy
+        assert same_floor(stored, copy, names), copy
     for edit in (Message("assistant", "", "Rowan went to the chapel."), Message("assistant", "", ""),
                  Message("user", "", "Rowan went to the mill.")):
-        assert not same_floor(stored, edit), edit
+        assert not same_floor(stored, edit, names), edit
     user = Message("user", "", "Where now?")
-    assert same_floor(user, Message("user", "Alex", "Alex: Where now?"))
-    assert not same_floor(user, Message("user", "Alex", "Where"))  # a user message is never "cut"
+    assert same_floor(user, Message("user", "Alex", "Alex: Where now?"), names)
+    assert not same_floor(user, Message("user", "Alex", "Where"), names)  # a user message is never "cut"
+    # only a name the chat uses is a prefix: "Chapter 3:" or "Note:" at the start of a reply is its text
+    heading = Message("assistant", "", "Chapter 3: The bridge burns.")
+    assert not same_floor(heading, Message("assistant", "", "Chapter 4: The bridge burns."), names)
+    assert not same_floor(Message("assistant", "", "Note: the bridge is out."),
+                          Message("assistant", "", "Warning: the bridge is out."), names)
+    assert not same_floor(Message("assistant", "", "The bridge burns."), heading, names)
 
 
 def test_the_request_kind_comes_from_the_instruction_after_the_chat_or_the_header():
@@ -57,7 +66,7 @@ def test_window_start_lines_up_reformatted_floors():
     stored = [Message("user", "", "hi"), Message("assistant", "", " Eileen: hello\n"), Message("user", "", "go"),
               Message("assistant", "", "she goes")]
     sent = [Message("assistant", "Eileen", "hello"), Message("user", "Alex", "Alex: go")]
-    assert window_start(stored, sent) == 1
+    assert window_start(stored, sent, names=chat_names(stored, sent)) == 1
 
 
 def test_the_floor_hash_leaves_the_swipe_index_out_and_old_hashes_are_accepted(memory):
@@ -185,13 +194,16 @@ def test_a_fact_written_by_hand_survives_a_regenerate_and_a_swipe(service):
     ask(http, "m", chat + [{"role": "user", "content": "On"}])  # swipe back to the first reply and write on
     settle(http, "m")
     assert memory.graph("m").find_by_name("Saela") and sorted(calls) == [1, 1, 3]
-    # an edit of the user message it is anchored at rolls it back like the memory around it
+    # an edit of the user message it is anchored at rolls it back like the memory around it: an ordinary edit (no
+    # 409), reported in the answer's headers and restored by one call
     upstream.queue.append([reply_text(1)])
     edited = ask(http, "m", [{"role": "user", "content": "Hello instead"}])
-    assert edited.status_code == 409  # no shared start with the stored chat: refused unless it says so
-    ask(http, "m", [{"role": "user", "content": "Hello instead"}], headers={"X-Curator-Allow-Rollback": "true"})
+    assert edited.status_code == 200 and "from floor 0 (edited)" in edited.headers["x-curator-reverted"]
     settle(http, "m")
     assert not memory.graph("m").find_by_name("Saela")
+    batch = int(edited.headers["x-curator-reverted-batch"])
+    assert http.post("/api/v1/chats/m/undo", json={"batch": batch, "extract": False}).status_code == 200
+    assert memory.graph("m").find_by_name("Saela") and memory.store.messages("m")[0].text == "Hi"
 
 
 def test_a_chat_ingested_from_a_sillytavern_file_continues_through_the_proxy_without_a_rollback(service):

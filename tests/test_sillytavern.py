@@ -81,7 +81,7 @@ def raw(floor: int, variant: int = 0, style: int = 0) -> str:
 
 def test_sillytavern_through_the_proxy(sillytavern, tmp_path):
     calls: list[int] = []
-    upstream = Upstream()
+    upstream = Upstream(chunk_delay=0.005)
     memory = curator.open(tmp_path / "data")
     app = create_app(memory, ServiceConfig(model=story_model(calls), upstream=upstream.url))
     try:
@@ -142,6 +142,13 @@ def _run_chat(server, session, memory, upstream, calls, tmp_path):
     stored = memory.store.messages(CHAT)
     assert len(stored) == before and all(summary not in m.text and "walk to the mill" not in m.text for m in stored)
     check()
+    # `/gen` with a prompt of the user's own (no marker): appended after the chat's usual instructions, not streamed
+    upstream.queue.append(["The wind rises over the road."])
+    weather = front.quiet("Describe the weather in one line.")
+    settle(server)
+    turns += 1
+    assert weather and len(memory.store.messages(CHAT)) == before
+    check()
 
     # continue: the answer extends the last reply, which is extracted again as a whole
     upstream.queue.append([" Then Mira went to the harbour and found a rope."])
@@ -152,6 +159,14 @@ def _run_chat(server, session, memory, upstream, calls, tmp_path):
     turns += 1
     check()
     assert memory.store.messages(CHAT)[-1].text.endswith("found a rope.")
+
+    # a reply stopped mid-stream: the UI keeps what it showed, which is extracted once (with the next turn's reply)
+    upstream.queue.append([" ".join(reply_text(floor() + 2 * k) for k in range(6))])
+    kept = front.stopped("Tell me everything.", after=70)
+    settle(server)
+    assert kept and len(kept) < 200
+    turns += 1
+    turn("Go on.", raw(floor(), style=1), kept=1)
 
     # regenerate, then swipe back to the first reply and write on: its memory comes back with no model call
     turn("Where now?", raw(floor(), style=3))
@@ -193,7 +208,7 @@ def _run_chat(server, session, memory, upstream, calls, tmp_path):
     print(f"\nSillyTavern {st_harness.VERSION}: {turns} turns, {len(calls)} extraction calls, "
           f"{len(calls) / turns:.2f} per turn; {new} new replies + {redone} really changed (a continue, an edit) "
           f"= {expected} expected; {(len(calls) - redone) / new:.2f} calls per new reply")
-    assert turns == 20
+    assert turns == 23
     assert len(calls) == expected
 
     # the stored chat is SillyTavern's chat, and its memory is what a fresh ingest of that chat builds
@@ -244,3 +259,24 @@ def _status_check_and_errors(server, session, upstream):
         app.state.proxy.upstream = working
     message = down.json()["error"]["message"]
     assert "could not be reached" in message and "127.0.0.1" in message, message
+    # a new chat started under the stored chat's id would replace it: refused, and SillyTavern shows a message that
+    # names its own setting and the header (it drops the hint); streamed or not, nothing reaches the model
+    other = Front(session, f"{server.url}/v1/chats/{CHAT}")
+    other.chat.append({"is_user": True, "name": USER, "mes": "A new story begins.", "swipes": []})
+    sent = len(upstream.requests)
+    for stream in (False, True):
+        refused = session.post("/api/backends/chat-completions/generate", json={
+            "messages": other.prompt(), "model": "story-model", "stream": stream, "chat_completion_source": "custom",
+            "custom_url": f"{server.url}/v1/chats/{CHAT}"})
+        message = (refused.json() if not stream else __import__("json").loads(refused.text))["error"]["message"]
+        assert "share no floor" in message and "Include Request Headers" in message, message
+        assert "X-Curator-Allow-Rollback: true" in message and f"/v1/chats/<another id>" in message, message
+    assert len(upstream.requests) == sent
+    # with the header (Additional Parameters > Include Request Headers) it goes through, and is undoable
+    upstream.queue.append([reply_text(1)])
+    meant = Front(session, f"{server.url}/v1/chats/{CHAT}", headers={"X-Curator-Allow-Rollback": "true"})
+    meant.send("A new story begins.")
+    settle(server)
+    memory = app.state.service.memory
+    assert [m.text for m in memory.store.messages(CHAT)] == ["A new story begins.", reply_text(1)]
+    assert memory.trash(CHAT)[0].reason == "proxy"

@@ -196,10 +196,12 @@ def test_a_request_that_would_wipe_a_chat_is_refused_and_can_be_meant(served):
     other = {"model": "m", "user": "long", "messages": [{"role": "user", "content": "A different story."}]}
     answer = http.post("/v1/chat/completions", json=other)
     assert answer.status_code == 409 and answer.json()["error"]["code"] == "rollback_refused"
-    assert "share no start" in answer.json()["error"]["message"] and answer.json()["error"]["hint"]
+    message = answer.json()["error"]["message"]  # what SillyTavern shows: it names the setting and the header
+    assert "share no floor" in message and "Include Request Headers" in message
+    assert "X-Curator-Allow-Rollback: true" in message and "/v1/chats/<another id>" in message
     far = [*history[:2], {"role": "user", "content": "An edit far back."}]  # from floor 1 on: 7 of 8 floors
     answer = http.post("/v1/chat/completions", json={"model": "m", "user": "long", "messages": far})
-    assert answer.status_code == 409 and "roll back 7 floors" in answer.json()["error"]["message"]
+    assert answer.status_code == 409 and "leave 2 of the stored chat's 8 floors" in answer.json()["error"]["message"]
     assert dump(memory) == before and len(upstream.requests) == 4  # nothing stored, the model never called
     # a regenerate (one floor) passes; saying so lets the far edit through
     regen = http.post("/v1/chat/completions", json={"model": "m", "user": "long", "messages": history[:-1]})

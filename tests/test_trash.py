@@ -126,9 +126,9 @@ def test_the_http_api_lists_restores_and_purges(extracted):
             newest = http.get("/chats/c/trash").json()["batches"][0]["id"]
             assert http.delete(f"/chats/c/trash/{newest}").json()["purged"] == 1
             assert http.post("/chats/c/rollback", json={"floor": 0}).json()["batch"] > newest
-            assert http.post("/chats/c/trash/purge", json={"all": True}).json()["purged"] == 1
+            assert http.delete("/chats/c/trash", params={"all": True}).json()["purged"] == 1
             assert http.get("/chats/c/trash").json()["batches"] == []
-            assert http.post("/chats/c/trash/purge", json={}).status_code == 400
+            assert http.delete("/chats/c/trash").status_code == 400
 
 
 def test_retention_keeps_the_newest_batches_and_purge_is_explicit(memory):

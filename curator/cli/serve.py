@@ -36,8 +36,11 @@ def serve(
                                                                  "it read the answers and frame the panel: "
                                                                  "SillyTavern's, for its Memory Curator extension, "
                                                                  "e.g. http://127.0.0.1:8000 (repeatable).")] = None,
-    proxy_max_rollback: Annotated[int, typer.Option(help="Floors a proxy request may roll back without the "
-                                                         "X-Curator-Allow-Rollback header (-1 = no limit).")] = 4,
+    proxy_max_rollback: Annotated[int, typer.Option(help="Cap the floors a proxy request may roll back without the "
+                                                         "X-Curator-Allow-Rollback header (-1 = no cap: what a "
+                                                         "request reverts is kept and can be undone).")] = -1,
+    upstream_timeout: Annotated[float, typer.Option(min=1, max=86400, help="Seconds the proxy waits for the "
+                                                                            "upstream model.")] = 600.0,
 ) -> None:
     """Run the HTTP service (API under /api/v1, docs at /docs) and the OpenAI-compatible proxy (/v1)."""
     from curator.service.server import ServiceConfig, create_app  # MissingExtra without the `server` extra
@@ -54,13 +57,22 @@ def serve(
                                                       rate_per_minute=rate),
                            workers=job_threads, upstream=upstream, upstream_key_env=upstream_key_env,
                            site=SitePolicy(host, tuple(allow_host or ()), tuple(allow_origin or ())),
-                           proxy_max_rollback=proxy_max_rollback)
+                           proxy_max_rollback=None if proxy_max_rollback < 0 else proxy_max_rollback,
+                           upstream_timeout=upstream_timeout)
     banner = (
         f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; store: "
         f"{redact(memory.store.url) if memory.store.url else 'SQLite in the data directory'}; "
         f"token {'required' if token else 'off, loopback only'}; "
         f"proxy upstream: {upstream or 'none'}"
     )
+    from curator.service.proxy_upstream import extraction_status
+
+    extraction = extraction_status(memory, upstream, upstream_key_env)
+    if extraction["warning"]:  # visible at start, not only in each failed job
+        from rich.markup import escape
+
+        console.err.print(f"[bold {'yellow' if extraction['ok'] else 'red'}]warning:[/] "
+                          f"{escape(extraction['warning'])}", highlight=False)
     if workers > 1:
         from curator.service.server.workers import OPTIONS_ENV, options_json
 

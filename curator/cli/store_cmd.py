@@ -1,4 +1,5 @@
-"""`curator store migrate`: copy the store to another engine (SQLite data directory <-> PostgreSQL)."""
+"""`curator store migrate`: copy the store to another engine (SQLite data directory <-> PostgreSQL); `curator store
+check [--repair]`: its integrity."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from curator.store.store import Store
 
 store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
-                        help="The store itself: copy it to PostgreSQL or back to a SQLite data directory.")
+                        help="The store itself: check or repair it, copy it to PostgreSQL or back to a SQLite data directory.")
 app.add_typer(store_app, name="store")
 
 
@@ -77,3 +78,42 @@ def store_migrate(
                       "commit logs and graphs equal on both sides"
                       + (f" ({report.replaced} chat(s) of the target replaced)" if report.replaced else ""))
     console.out.print("vectors are not copied: the target re-embeds on first use (`curator vectors rebuild`)")
+
+
+@store_app.command("check")
+@reported
+def store_check(
+    repair: Annotated[bool, typer.Option("--repair", help="Keep a copy of the file, rebuild its indexes and replay "
+                                                          "every chat's commit log into the graph tables.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Check the SQLite store's integrity (what every write checks first); `--repair` mends what is derived (indexes,
+    the graph tables) and says when only a backup or an export can help."""
+    from curator.store import integrity
+
+    store = _open(None, "store", must_exist=True)
+    try:
+        if store.engine != "sqlite":
+            raise CuratorError("the store is on PostgreSQL: its server keeps its integrity",
+                               "`curator store check` is for a SQLite data directory.")
+        result = integrity.repair(store) if repair else {"before": integrity.problems(store.conn)}
+    finally:
+        store.close()
+    if json_:
+        console.print_json({"ok": not result.get("after", result["before"]), **result})
+    elif not result["before"]:
+        console.out.print("the store passed its integrity check" + (" (a copy was kept anyway: "
+                                                                     f"{result['backup']})" if repair else ""))
+    elif not repair:
+        for line in result["before"]:
+            console.out.print(f"  {line}", highlight=False)
+        raise CuratorError("the store failed its integrity check: it takes no writes",
+                           "Run `curator store check --repair` (it keeps a copy of the file first), or restore from a "
+                           "backup or an export.")
+    elif result["after"]:
+        raise CuratorError(f"the repair did not mend the store ({result['after'][0]}); the damaged file is kept as "
+                           f"{result['backup']}", "Restore from a backup, or import an export into a new data "
+                           "directory (`curator --data NEW_DIR import EXPORT.json --chat ID`).")
+    else:
+        console.out.print(f"repaired: indexes rebuilt and {result['chats']} chat(s) replayed from their commit logs; "
+                          f"the damaged file is kept as {result['backup']}")

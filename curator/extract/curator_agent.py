@@ -22,6 +22,7 @@ from curator.schemas import Schema
 from curator.tools import ToolCall, Workspace, agent_tools, run_tools
 
 from curator.errors import CuratorError, OpError
+from curator.extract.fit import fitted_messages, floors_budget
 from curator.extract.triggers import active_types
 from curator.extract.extractor import assistant_floors, failure_reason
 from curator.llm.access import TaskModel
@@ -145,7 +146,11 @@ class Curator:
         while start > 0 and users < turns + 1:
             start -= 1
             users += messages[start].role == "user" if start < len(messages) else 0
-        context = "\n\n".join(_line(f, messages[f]) for f in range(start, min(floor, len(messages))))
+        floors = range(start, min(floor, len(messages)))
+        profile = settings.profiles.get(settings.tasks.get("curate", "default"))
+        shown, _ = fitted_messages([*messages[:floor], focus], [*floors, floor], floors_budget(profile))
+        context = "\n\n".join(_line(f, shown[f]) for f in floors)
+        focus = shown[floor]  # cut to the model's context too, with a note
         compressed = [n for n, s in schema.types.items() if s.compression.mode == "hierarchical"]
         return self.prompts.render("curator_user", floor=floor, seq=seq,
                                    active_types=", ".join(active) or "(none this run)",

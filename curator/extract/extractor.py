@@ -4,7 +4,7 @@ bound; a step that still fails commits nothing and is logged with its reason."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,7 @@ from curator.prompts import SHIPPED, Prompts, prompts_for
 from curator.schemas import Schema
 
 from curator.errors import CuratorError, OpError
+from curator.extract.fit import fitted_messages, floors_budget
 from curator.extract.output_model import output_model
 from curator.extract.plan import PlanError, plan_ops
 from curator.extract.triggers import active_types
@@ -47,6 +48,7 @@ class ExtractionResult:
     maintenance: list[Any] = field(default_factory=list)  # reports of the scheduled maintenance after this step
     set_aside: dict[str, int] = field(default_factory=dict)  # inactive type -> items the answer gave, not written
     simulated: list[dict[str, Any]] | None = None  # a simulation: the ops it would have committed (nothing was)
+    cut: dict[int, int] = field(default_factory=dict)  # floor -> characters left out to fit the model's context
 
     def to_dict(self) -> dict[str, Any]:
         return {"chat": self.chat_id, "floor": self.floor, "seq": self.seq, "active_types": self.active_types,
@@ -54,6 +56,7 @@ class ExtractionResult:
                 "ops": len(self.commit.ops) if self.commit else 0, "reason": self.reason, "usage": self.usage.to_dict(),
                 **({"set_aside": self.set_aside} if self.set_aside else {}),
                 **({"simulated_ops": self.simulated} if self.simulated is not None else {}),
+                **({"cut": self.cut} if self.cut else {}),
                 **({"maintenance": [m.to_dict() for m in self.maintenance]} if self.maintenance else {})}
 
 
@@ -114,7 +117,8 @@ class Extractor:
         trace = LLMTrace()
         result = ExtractionResult(chat_id, floor, seq, active, ok=False)
         try:
-            ops, result.set_aside = await self._run(chat_id, chat.schema, settings, messages, focus, active, trace)
+            ops, result.set_aside = await self._run(chat_id, chat.schema, settings, messages, focus, active, trace,
+                                                    result.cut)
             note = f"seq {seq}" + (f"; set aside (not active this step): {_aside(result.set_aside)}"
                                    if result.set_aside else "")
             if simulate:
@@ -133,11 +137,12 @@ class Extractor:
         return result
 
     async def _run(self, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
-                   focus: list[int], active: list[str], trace: LLMTrace) -> tuple[list[dict[str, Any]], dict[str, int]]:
+                   focus: list[int], active: list[str], trace: LLMTrace,
+                   cut: dict[int, int]) -> tuple[list[dict[str, Any]], dict[str, int]]:
         # the chat's own settings: its own model when none is configured (Settings.for_chat)
         model = TaskModel(settings, "extract", self._model.given).metered(trace)
         deps = StepDeps(schema, self.store.graph(chat_id), active, anchor=focus[-1], focus_from=focus[0])
-        prompt = user_prompt(self.store, chat_id, schema, settings, messages, focus, active, self.prompts)
+        prompt = user_prompt(self.store, chat_id, schema, settings, messages, focus, active, self.prompts, cut)
         run = await self._agent(schema, active, settings).run(prompt, model=model, deps=deps)
         aside = {name: len(items) for name, items in getattr(run.output, "set_aside", {}).items()}
         return deps.planned[-1], aside
@@ -211,16 +216,25 @@ def system_prompt(settings: Settings, prompts: Prompts = SHIPPED) -> str:
 
 
 def user_prompt(store: Store, chat_id: str, schema: Schema, settings: Settings, messages: list[Message],
-                focus: list[int], active: list[str], prompts: Prompts = SHIPPED) -> str:
+                focus: list[int], active: list[str], prompts: Prompts = SHIPPED,
+                cut: dict[int, int] | None = None) -> str:
+    """The step's prompt. Its floors are cut to the extraction model's context (curator/extract/fit.py); `cut`
+    receives what was left out of each cut floor (characters)."""
+    context_floors = _context_floors(messages, focus[0], settings.extraction.context_turns)
+    profile = settings.profiles.get(settings.tasks.get("extract", "default"))
+    shown, left_out = fitted_messages(messages, [*context_floors, *range(focus[0], focus[-1] + 1)],
+                                      floors_budget(profile))
+    if cut is not None:
+        cut.update(left_out)
     return prompts.render(
         "extract_user",
         active_types="\n\n".join(_describe_type(schema, name) for name in active) or "(none this step)",
         relations="\n".join(f"- {r.name}{' (either direction)' if r.symmetric else ''}: {r.description}"
                             for r in schema.relations if not r.internal),
         known_entities=_known_entities(store, chat_id, schema, settings.extraction.max_known_entities),
-        context=_format(messages, _context_floors(messages, focus[0], settings.extraction.context_turns)) or "(none)",
+        context=_format(shown, context_floors) or "(none)",
         floor=focus[-1] if len(focus) == 1 else f"{focus[0]}-{focus[-1]}",
-        focus=_format(messages, range(focus[0], focus[-1] + 1)),
+        focus=_format(shown, range(focus[0], focus[-1] + 1)),
     )
 
 
@@ -265,7 +279,7 @@ def _context_floors(messages: list[Message], focus_start: int, turns: int) -> ra
     return range(start, focus_start)
 
 
-def _format(messages: list[Message], floors: Iterable[int]) -> str:
+def _format(messages: Mapping[int, Message] | Sequence[Message], floors: Iterable[int]) -> str:
     return "\n\n".join(f"[floor {f}] {messages[f].name or messages[f].role} ({messages[f].role}): {messages[f].text}"
                        for f in floors)
 

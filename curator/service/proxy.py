@@ -5,8 +5,9 @@
 (its user and assistant messages are the chat's floors; system messages are not), recalls for the last user message,
 injects the memory at the configured position/depth/role, forwards the request to the upstream model and
 returns its answer unchanged (streamed or not). Then, in the background, the answer becomes the next floor and
-its extraction is queued as a job. A request that would erase memory (a long rollback, or a different chat under
-the same id) is refused with 409 unless it says so (`proxy_guard`).
+its extraction is queued as a job. An edit far back is synced like any other: what it reverts is kept in the trash
+and reported in the `X-Curator-Reverted` headers (`curator undo` or the panel restore it). Only a request that would
+replace the chat or empty most of it is refused with 409 unless it says so (`proxy_guard`).
 
 What a front end really sends (`proxy_match`): its copy of a reply the proxy recorded (a name added, whitespace
 trimmed, the tail cut at a stop string) is the same floor, adopted with no rollback; impersonate and quiet requests
@@ -34,7 +35,8 @@ from curator.store.messages import Message
 from curator.service.history_window import HEADER as WINDOW_HEADER, SAVED_HEADER, history_floors, keep_recent_floors
 from curator.service.proxy_guard import RollbackRefused, allowed, check_chat_id, encode_chat_id, header_chat_id
 from curator.service.proxy_match import (  # noqa: F401
-    KIND_HEADER, SPEAKER_HEADER, continued, next_speaker, request_kind, sync_request, window_start)
+    KIND_HEADER, SPEAKER_HEADER, PromptNames, chat_names, continued, next_speaker, prompt_names, reply_name,
+    request_kind, sync_request, window_start)
 from curator.service.proxy_upstream import no_upstream, upstream_error, upstream_headers
 from curator.service.proxy_upstream import router as upstream_router
 from curator.service.server.security import error_body
@@ -42,6 +44,7 @@ from curator.service.server.security import error_body
 if TYPE_CHECKING:
     from curator.recall.injection import Injection
     from curator.service.server.state import Service
+    from curator.sync.history import HistoryReport
 
 log = logging.getLogger("curator.proxy")
 router = APIRouter(tags=["proxy"])
@@ -54,8 +57,8 @@ RECALL_TURNS = 6  # of the request's last messages reach recall (the query is bu
 class ProxyConfig:
     upstream: str | None  # OpenAI-compatible base URL, e.g. https://api.openai.com/v1
     key_env: str | None = None  # the variable holding the upstream key; else the client's own header is passed on
-    timeout: float = 600.0
-    max_rollback: int | None = 4  # floors a request may roll back without X-Curator-Allow-Rollback (proxy_guard)
+    timeout: float = 600.0  # seconds to wait for the upstream (`curator serve --upstream-timeout`)
+    max_rollback: int | None = None  # a cap on the floors a request may roll back (proxy_guard); None: no cap
     _client: httpx2.AsyncClient | None = field(default=None, repr=False)
 
     def client(self) -> httpx2.AsyncClient:
@@ -65,11 +68,14 @@ class ProxyConfig:
 
 
 def floors_of(messages: list[dict[str, Any]]) -> list[Message]:
-    """The chat's floors in a chat-completions request: its user and assistant messages, in order."""
+    """The chat's floors in a chat-completions request: its user and assistant messages, in order (the name a
+    message carries in its `name` field is the floor's name)."""
     floors = []
     for index, m in enumerate(messages):
-        if not isinstance(m, dict) or "role" not in m:
-            raise CuratorError(f"messages[{index}] is not a chat message (no role)")
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("name", ""),
+                                                                                         (str, type(None))):
+            raise CuratorError(f"messages[{index}] is not a chat message (a `role` and, if any, a `name` as text)",
+                               "Each message is an object with a `role` (user, assistant, system) and its `content`.")
         if m["role"] in ("user", "assistant"):
             floors.append(Message(m["role"], str(m.get("name") or ""), _text(m.get("content"))))
     return floors
@@ -104,18 +110,37 @@ def _chat_id(request: Request, body: dict[str, Any], path_chat: str | None) -> s
             f"no chat id: the proxy keeps one memory per chat. In SillyTavern (API: Chat Completion, source: "
             f"Custom (OpenAI-compatible)) set Custom Endpoint (Base URL) to {base}/v1/chats/<chat id>, e.g. "
             f"{base}/v1/chats/my-story; or keep {base}/v1 and add `X-Curator-Chat: <chat id>` under Additional "
-            f"Parameters > Include Headers.",
+            f"Parameters > Include Request Headers.",
             "Other clients: the path /v1/chats/<chat id>/chat/completions, the X-Curator-Chat header, or the "
             "request's `user` field.")
     return check_chat_id(chat_id)
 
 
-@router.post("/v1/chat/completions")
+# The request as the proxy reads it; every other field goes to the upstream as given.
+CHAT_REQUEST: dict[str, Any] = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["messages"], "description": "An OpenAI chat-completions request.",
+    "properties": {"messages": {"type": "array", "minItems": 1, "items": {
+        "type": "object", "required": ["role"],
+        "properties": {"role": {"type": "string"}, "name": {"type": ["string", "null"]}}}},
+        "user": {"description": "the chat id, when neither the path nor X-Curator-Chat names it"}}}}}}}
+ANSWERS: dict[int | str, dict[str, Any]] = {
+    "200": {"description": "The upstream's answer, unchanged: JSON, or server-sent events when streamed. Headers: "
+                           "X-Curator-Chat, X-Curator-Kind, X-Curator-Memory-Tokens, X-Curator-Recall, and X-Curator-Reverted(-Batch) "
+                           "when the request's sync reverted memory (kept; POST /api/v1/chats/{id}/undo restores it).",
+            "content": {"application/json": {"schema": {}}, "text/event-stream": {"schema": {}}}},
+    "4XX": {"description": "Refused (nothing changed), or the upstream's own refusal passed on.",
+            "content": {"application/json": {"schema": {}}}},
+    "5XX": {"description": "The upstream failed, is down (502), too slow (504) or not set (503).",
+            "content": {"application/json": {"schema": {}}}},
+}
+
+
+@router.post("/v1/chat/completions", openapi_extra=CHAT_REQUEST, responses=ANSWERS)
 async def completions(request: Request) -> Response:
     return await _proxy(request, None)
 
 
-@router.post("/v1/chats/{chat_id}/chat/completions")
+@router.post("/v1/chats/{chat_id}/chat/completions", openapi_extra=CHAT_REQUEST, responses=ANSWERS)
 async def chat_completions(request: Request, chat_id: str) -> Response:
     return await _proxy(request, chat_id)
 
@@ -132,14 +157,16 @@ async def _proxy(request: Request, path_chat: str | None) -> Response:
         return error_body(400, "invalid_request", "a chat-completions request needs a non-empty `messages` list")
     chat_id = _chat_id(request, body, path_chat)
     floors = floors_of(body["messages"])
-    if isinstance(body.get("model"), str) and body["model"].strip():
+    if isinstance(body.get("model"), str) and body["model"].strip():  # no extraction model: the upstream's extracts
         await run_in_threadpool(_own_model, service, chat_id, config, body["model"].strip())
-    kind = request_kind(body["messages"], request.headers.get(KIND_HEADER))
+    kind = request_kind(body["messages"], request.headers.get(KIND_HEADER), tails=service.request_tails,
+                        chat_id=chat_id, stream=bool(body.get("stream")))
     window = history_floors(_history_setting(service, chat_id), request.headers.get(WINDOW_HEADER))
-    limit = None if allowed(request.headers) else config.max_rollback
     speaker = next_speaker(body["messages"], request.headers.get(SPEAKER_HEADER))  # a group chat's next member
     try:
-        injection, start = await run_in_threadpool(_prepare, service, chat_id, floors, limit, speaker)
+        injection, start, report, name = await run_in_threadpool(
+            _prepare, service, chat_id, floors, allowed(request.headers), str(request.base_url), config.max_rollback,
+            prompt_names(body["messages"], body.get("stop")), speaker)
     except RollbackRefused as exc:
         return error_body(409, "rollback_refused", str(exc), exc.hint)
     messages, dropped, saved = keep_recent_floors(body["messages"], window if injection and injection.text else 0)
@@ -149,13 +176,15 @@ async def _proxy(request: Request, path_chat: str | None) -> Response:
     url = config.upstream.rstrip("/") + "/chat/completions"
     extra = {"x-curator-chat": encode_chat_id(chat_id), "x-curator-kind": kind,
              "x-curator-memory-tokens": str(injection.tokens if injection else 0),
-             "x-curator-recall": "none" if injection is None else "reused" if injection.reused else "fresh"}
+             "x-curator-recall": "none" if injection is None else "reused" if injection.reused else "fresh",
+             **reverted_headers(report, chat_id)}
     if window:
         extra[SAVED_HEADER] = str(saved)
         log.info("proxy: chat %s: %d old messages (%d tokens) left to memory", chat_id, dropped, saved)
     # What the answer does to the chat: a new floor (chat), an addition to the last reply (continue), or
-    # nothing (impersonate, quiet; several choices, until the next request shows the one kept).
-    keep = kind in ("chat", "continue") and _choices(body) == 1
+    # nothing (impersonate, quiet, a request with no chat message; several choices, until the next request shows
+    # the one kept).
+    keep = kind in ("chat", "continue") and _choices(body) == 1 and bool(floors)
     end = start + len(floors)
     client = config.client()
     if body.get("stream"):
@@ -177,7 +206,7 @@ async def _proxy(request: Request, path_chat: str | None) -> Response:
             finally:
                 await upstream.aclose()
 
-        after = (BackgroundTask(_after_stream, service, chat_id, end, collected, kind)
+        after = (BackgroundTask(_after_stream, service, chat_id, end, collected, kind, name)
                  if upstream.is_success and keep else None)
         return StreamingResponse(relay(), status_code=upstream.status_code, headers=extra,
                                  media_type=upstream.headers.get("content-type", "text/event-stream"),
@@ -188,7 +217,7 @@ async def _proxy(request: Request, path_chat: str | None) -> Response:
         return upstream_error(config.upstream, exc)
     after = None
     if upstream.is_success and keep:
-        after = BackgroundTask(_remember, service, chat_id, end, _reply_text(upstream.content), kind)
+        after = BackgroundTask(_remember, service, chat_id, end, _reply_text(upstream.content), kind, name)
     return Response(upstream.content, status_code=upstream.status_code, headers=extra,
                     media_type=upstream.headers.get("content-type", "application/json"), background=after)
 
@@ -198,25 +227,43 @@ def _choices(body: dict[str, Any]) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
-def _prepare(service: Service, chat_id: str, floors: list[Message], max_rollback: int | None = None,
-             speaker: str | None = None) -> tuple[Injection | None, int]:
+def reverted_headers(report: HistoryReport | None, chat_id: str) -> dict[str, str]:
+    """What the request's sync reverted, for the client: the trash batch, how many commits, from which floor, and
+    how to put it back."""
+    if report is None or report.batch is None:
+        return {}
+    return {"x-curator-reverted-batch": str(report.batch),
+            "x-curator-reverted": f"{len(report.reverted)} commit(s) from floor {report.dirty_floor} "
+                                  f"({report.reason}); restore: POST /api/v1/chats/{encode_chat_id(chat_id)}/undo "
+                                  f'{{"batch": {report.batch}}} or `curator undo --chat <id> {report.batch}`'}
+
+
+def _prepare(service: Service, chat_id: str, floors: list[Message], allow: bool = False, base_url: str = "",
+             max_rollback: int | None = None,
+             given: PromptNames | None = None,
+             speaker: str | None = None) -> tuple[Injection | None, int, HistoryReport | None, str]:
     """Sync the request's floors (creating the chat on first sight) and recall for its last user message.
-    Returns the injection (None when there is nothing to recall for) and the floor the request starts at."""
+    Returns the injection (None when there is nothing to recall for), the floor the request starts at, the sync's
+    report (None when nothing was synced) and the name the front end gives the speaker of the reply."""
     if not service.memory.store.has_chat(chat_id):
         try:
             service.memory.create_chat(chat_id, "default")
         except CuratorError:
             if not service.memory.store.has_chat(chat_id):  # not a lost race with another request
                 raise
-    if not floors:
-        return None, len(service.memory.store.messages(chat_id))  # a system-only call: memory stays as it is
-    with service.writer(chat_id):
-        start = sync_request(service, chat_id, floors, max_rollback)  # nothing erased without intent (proxy_guard)
+    if not floors:  # a system-only call: memory stays as it is, and its answer is no floor
+        return None, len(service.memory.store.messages(chat_id)), None, ""
+    with service.writer(chat_id):  # nothing replaced or emptied without intent (proxy_guard)
+        given = given or prompt_names([])
+        start, report = sync_request(service, chat_id, floors, allow=allow, base_url=base_url,
+                                     max_rollback=max_rollback, given=given.names)
+        name = reply_name(service.memory.store.messages(chat_id), floors, given)
     user = next((i for i in range(len(floors) - 1, -1, -1) if floors[i].role == "user"), None)
     if user is None:
-        return None, start
+        return None, start, report, name
     turns = floors[max(0, user - RECALL_TURNS + 1):user + 1]  # the query is built from the recent turns
-    return service.recall(chat_id, floors[user].text, user_floor=start + user, messages=turns, speaker=speaker), start
+    return (service.recall(chat_id, floors[user].text, user_floor=start + user, messages=turns, speaker=speaker),
+            start, report, name)
 
 
 def _own_model(service: Service, chat_id: str, config: ProxyConfig, model: str) -> None:
@@ -224,7 +271,8 @@ def _own_model(service: Service, chat_id: str, config: ProxyConfig, model: str) 
     requests name, at the proxy's upstream (with its key variable). Kept in the chat's settings (`model`)."""
     from curator.service.server.frontend_status import model_update
 
-    if service.models.extract is not None or "default" in service.memory.settings.profiles:
+    settings = service.memory.settings
+    if service.models.extract is not None or "default" in settings.profiles or not settings.extraction.upstream_fallback:
         return
     if not service.memory.store.has_chat(chat_id):
         try:
@@ -266,13 +314,14 @@ def _stream_text(chunks: list[str]) -> str:
     return "".join(text)
 
 
-def _after_stream(service: Service, chat_id: str, floor: int, chunks: list[str], kind: str = "chat") -> None:
-    _remember(service, chat_id, floor, _stream_text(chunks), kind)
+def _after_stream(service: Service, chat_id: str, floor: int, chunks: list[str], kind: str = "chat",
+                  name: str = "") -> None:
+    _remember(service, chat_id, floor, _stream_text(chunks), kind, name)
 
 
-def _remember(service: Service, chat_id: str, floor: int, text: str, kind: str = "chat") -> None:
-    """The answer becomes floor `floor` (a Continue: is added to the reply at `floor - 1`); its extraction (and
-    anything else due) is queued."""
+def _remember(service: Service, chat_id: str, floor: int, text: str, kind: str = "chat", name: str = "") -> None:
+    """The answer becomes floor `floor`, named as the front end names the speaker (a Continue: is added to the reply
+    at `floor - 1`); its extraction (and anything else due) is queued."""
     if not text.strip():
         return
     try:
@@ -283,8 +332,8 @@ def _remember(service: Service, chat_id: str, floor: int, text: str, kind: str =
             if kind == "continue":
                 if not stored or stored[-1].role != "assistant":
                     return  # nothing to continue: the front end sends the whole reply next time
-                service.sync(chat_id, [continued(stored[-1], text)], floor - 1, extract=True)
+                service.sync(chat_id, [continued(stored[-1], text)], floor - 1, extract=True, reason="proxy")
                 return
-            service.sync(chat_id, [Message("assistant", "", text)], floor, extract=True)
+            service.sync(chat_id, [Message("assistant", name, text)], floor, extract=True, reason="proxy")
     except CuratorError as exc:  # the chat moved on meanwhile (another request synced it): nothing to add
         log.info("proxy: reply of chat %s not remembered: %s", chat_id, exc)

@@ -6,6 +6,10 @@ A front end with no key set sends a placeholder (SillyTavern sends `Authorizatio
 replaced by the configured upstream key, or dropped. When the upstream cannot be reached or does not answer in
 time the client gets a 502 or 504 with an OpenAI-shaped error naming the upstream and what to check, and the log
 gets one line, not a traceback.
+
+With no extraction model configured, the upstream extracts too (`extraction.upstream_fallback`, on by default): each
+chat's own model is the one its requests name, at the upstream's URL, with `--upstream-key-env`'s key (`proxy._own_model`).
+`extraction_status` is what `serve`'s banner, `/api/v1/health` and the panel say about it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import Awaitable, Callable
 import httpx2
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
+
+from curator.errors import CuratorError
 
 log = logging.getLogger("curator.proxy")
 router = APIRouter(tags=["proxy"])
@@ -62,6 +68,44 @@ def upstream_error(upstream: str, exc: Exception) -> JSONResponse:
                                    "hint": hint}}, status_code=status)
 
 
+def _configured(settings, task: str) -> bool:
+    try:
+        settings.profile_for(task)
+    except CuratorError:
+        return False
+    return True
+
+
+def extraction_status(memory, upstream: str | None, key_env: str | None = None, override: bool = False) -> dict:
+    """Whether replies can be extracted, and by which model: {ok, model, source, warning}. `override`: the service
+    was given a model object (tests, scripted runs)."""
+    if override:
+        return {"ok": True, "model": "given", "source": "override", "warning": ""}
+    try:
+        settings = memory.settings
+    except CuratorError as exc:
+        return {"ok": False, "model": None, "source": None, "warning": f"the settings cannot be read: {exc}"}
+    from curator.extract.channel import writers_of
+
+    channel = settings.extraction.channel
+    writers = writers_of(channel)
+    if not writers:
+        return {"ok": True, "model": None, "source": "off", "warning": "extraction is off (extraction.channel: off)"}
+    task = "extract" if "extractor" in writers else "curate"
+    if _configured(settings, task):
+        return {"ok": True, "model": settings.profile_for(task).model, "source": "config", "warning": ""}
+    if task == "extract" and upstream and settings.extraction.upstream_fallback:
+        return {"ok": True, "model": None, "source": "upstream",
+                "warning": "no extraction model configured: each chat's replies are extracted by the upstream model "
+                           "its requests name" + ("" if key_env else
+                                                                          "; give --upstream-key-env if the upstream "
+                                                                          "needs a key")}
+    return {"ok": False, "model": None, "source": None,
+            "warning": f"no model for the {task!r} task: every reply's extraction will fail. Add `profiles: "
+                       "{default: {model: ..., base_url: ...}}` to config.yaml, set CURATOR_MODEL, or start the "
+                       "proxy with --upstream (extraction.upstream_fallback)"}
+
+
 def no_upstream() -> JSONResponse:
     return JSONResponse({"error": {"message": "the proxy has no upstream model", "type": "upstream_error",
                                    "code": "no_upstream", "hint": "Start the service with --upstream URL."}},
@@ -76,6 +120,10 @@ async def pass_through(request: Request, path: str) -> Response:
     url = config.upstream.rstrip("/") + "/" + path
     headers = upstream_headers(request, config.key_env, request.app.state.service_token)
     body = await request.body() if request.method == "POST" else None
+    if body is not None and not _json_object(body):
+        return JSONResponse({"error": {"message": "the request body is not a JSON object", "type": "invalid_request",
+                                       "code": "invalid_json", "hint": "Send the request as a JSON object, as the "
+                                       "OpenAI API expects."}}, status_code=400)
     try:
         upstream = await config.client().request(request.method, url, content=body, headers=headers,
                                                  params=dict(request.query_params))
@@ -85,16 +133,37 @@ async def pass_through(request: Request, path: str) -> Response:
     return Response(upstream.content, status_code=upstream.status_code, headers=passed)
 
 
-def _endpoint(path: str) -> Callable[[Request], Awaitable[Response]]:
+def _json_object(body: bytes) -> bool:
+    import json
+
+    try:
+        return isinstance(json.loads(body), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _endpoint(path: str, in_chat: bool) -> Callable[..., Awaitable[Response]]:
     async def relay(request: Request) -> Response:
         return await pass_through(request, path)
 
-    relay.__name__ = f"pass_{path}"
-    return relay
+    async def relay_in_chat(request: Request, chat_id: str) -> Response:  # the chat id is part of the base URL
+        return await pass_through(request, path)
 
+    chosen = relay_in_chat if in_chat else relay
+    chosen.__name__ = f"pass_{path}"
+    return chosen
+
+
+ANY_JSON = {"content": {"application/json": {"schema": {}}}}
+# What the pass-through endpoints answer: the upstream's own answer, status and body, unchanged.
+PASSED = {"200": {"description": "The upstream's answer, unchanged.", **ANY_JSON},
+          "4XX": {"description": "The upstream's (or the proxy's) refusal.", **ANY_JSON},
+          "5XX": {"description": "The upstream failed, is down (502), too slow (504) or not set (503).", **ANY_JSON}}
+JSON_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}}
 
 # The endpoints a front end checks or uses besides chat completions, at /v1 and under a chat's URL.
 for _method, _path in (("GET", "models"), ("POST", "embeddings"), ("POST", "completions")):
     for _prefix in ("/v1", "/v1/chats/{chat_id}"):
-        router.add_api_route(f"{_prefix}/{_path}", _endpoint(_path), methods=[_method],
-                             name=f"{_path}{'_in_chat' if 'chat_id' in _prefix else ''}")
+        router.add_api_route(f"{_prefix}/{_path}", _endpoint(_path, "chat_id" in _prefix), methods=[_method],
+                             name=f"{_path}{'_in_chat' if 'chat_id' in _prefix else ''}", responses=PASSED,
+                             openapi_extra=JSON_BODY if _method == "POST" else None)

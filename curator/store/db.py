@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
@@ -250,6 +251,7 @@ def connect(data_dir: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, url: str | N
         return server
     _make_data_dir(data_dir)
     path = data_dir / DB_FILENAME
+    _refuse_emptied(path)
     try:
         conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False,
                                factory=TranslatingConnection)
@@ -263,6 +265,24 @@ def connect(data_dir: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS, url: str | N
     except sqlite3.Error as exc:
         raise translate(exc, path) from None
     return conn
+
+
+EMPTY_GRACE_S = 5.0  # a file SQLite just created is 0 bytes for an instant, until its first pragma writes
+
+
+def _refuse_emptied(path: Path) -> None:
+    """A 0-byte memory.db (and no write-ahead log holding data) is a store whose data is gone (a crash, a full disk,
+    a bad copy), not an empty store: opening it would migrate it into "no chats yet" and hide the loss."""
+    try:
+        info = path.stat()
+    except OSError:
+        return  # not there yet: a new store
+    wal = path.with_name(path.name + "-wal")
+    if info.st_size or (wal.exists() and wal.stat().st_size) or time.time() - info.st_mtime < EMPTY_GRACE_S:
+        return
+    raise StoreCorrupt(f"database {path} is empty (0 bytes): the store's data is gone, nothing was opened",
+                       "Restore the file from a backup, or import an export into a new data directory (`curator "
+                       "--data NEW_DIR import EXPORT.json --chat ID`); delete the empty file to start afresh.")
 
 
 def _make_data_dir(data_dir: Path) -> None:
@@ -292,6 +312,10 @@ def translate(exc: sqlite3.Error, path: Path | str) -> StoreError:
         return StoreLocked(f"database {path} is locked ({text})")
     if isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
         return StoreCorrupt(f"database {path} is damaged or not a memory-curator database ({text})")
+    if "readonly" in text or "read-only" in text or "unable to open database file" in text:
+        return StoreError(f"database {path}: {text}",
+                          "SQLite must be able to write in the data directory (memory.db and its -wal and -shm files "
+                          "beside it): give write access, or copy the directory somewhere writable and pass --data.")
     return StoreError(f"database {path}: {text}")
 
 

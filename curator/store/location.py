@@ -21,6 +21,10 @@ STORE_ENV = "CURATOR_STORE"
 SCHEMA_PREFIX_ENV = "CURATOR_STORE_SCHEMA_PREFIX"
 CONFIG_FILENAME = "config.yaml"  # the same file as curator.settings reads
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+# The top-level settings (curator.settings.Settings, which is too heavy to import here; a test keeps the two equal):
+# a misspelt `store:` must not send a command to a new local memory.db.
+SETTINGS_KEYS = frozenset({"profiles", "tasks", "extraction", "recall", "maintenance", "history", "embedding",
+                           "vectors_url", "store", "chat_model_keys"})
 SQLITE_NAMES = ("", "sqlite")
 
 
@@ -44,15 +48,28 @@ def store_url(data_dir: Path, explicit: str | None = None) -> str | None:
 
 
 def _configured(data_dir: Path) -> str | None:
-    """`store:` from config.yaml; a file that does not parse is left for the settings to report."""
+    """`store:` from config.yaml. A config that exists but cannot be read stops here: it may name a PostgreSQL store,
+    and going on would write a new local memory.db beside it (a split brain)."""
     path = data_dir / CONFIG_FILENAME
-    if not path.is_file():
+    if not path.exists():
         return None
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
-        return None
-    value = data.get("store") if isinstance(data, dict) else None
+    except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        detail = str(exc).splitlines()[0][:200] if not isinstance(exc, OSError) else why
+        raise StoreError(f"cannot read {path} ({detail}); nothing was opened",
+                         "Fix or remove the file: it may name the store (`store:`), and running without it would use "
+                         "a new local memory.db instead.") from None
+    if data is not None and not isinstance(data, dict):
+        raise StoreError(f"{path} is not a mapping of settings (it holds a {type(data).__name__}); nothing was opened",
+                         "Fix the file: `key: value` lines, e.g. `store: postgresql://...`.")
+    unknown = sorted(set(data or {}) - SETTINGS_KEYS, key=str)
+    if unknown:
+        raise StoreError(f"{path}: unknown setting(s) {', '.join(map(repr, unknown))}; nothing was opened",
+                         f"Known: {', '.join(sorted(SETTINGS_KEYS))}. A misspelt `store:` would send every command "
+                         "to a new local memory.db.")
+    value = data.get("store") if data else None
     return None if value is None else str(value)
 
 

@@ -9,6 +9,7 @@ lock (both engines honour it), so two processes never interleave one chat's comm
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -67,6 +68,7 @@ class Store:
         self._local = threading.local()
         self._connections: list[Connection] = []
         self._lock = threading.RLock()
+        self._sound = self.url is not None  # SQLite: a quick integrity check before this process's first write
         self.conn  # noqa: B018 - open (and migrate) now, so a bad data directory fails here
         # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
         self.on_change: list[Callable[[str], None]] = []
@@ -145,6 +147,11 @@ class Store:
         advisory lock), so commits and rollbacks of one chat never interleave."""
         with self._lock:
             conn = self.conn
+            if not self._sound:
+                from curator.store.integrity import require_sound
+
+                require_sound(conn, conn.where)
+                self._sound = True
             conn.begin()
             try:
                 if chat_id is not None:
@@ -371,8 +378,11 @@ class Store:
             self.chat(chat_id)
             return trash.purge(conn, chat_id, batch_ids, older_than_days)
 
-    def rebuild_projection(self, chat_id: str) -> int:
-        """Throw the graph tables away and replay the whole commit log; returns the commits replayed."""
+    def rebuild_projection(self, chat_id: str, check: bool = True) -> int:
+        """Throw the graph tables away and replay the whole commit log; returns the commits replayed. `check=False`:
+        also on a file whose integrity check fails (the repair, curator/store/integrity.py)."""
+        if not check:
+            self._sound = True
         with self.transaction(chat_id) as conn:
             schema = self.chat(chat_id).schema
             for table in ("nodes", "node_names", "edges"):
@@ -430,6 +440,16 @@ def _schema_from_json(text: str) -> Schema:
     return schema_from_data(json.loads(text), "stored chat schema")
 
 
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
 def _check_chat_id(chat_id: str) -> None:
+    """A new chat's id must be addressable everywhere: in a URL path (no "/", which a path cannot carry even
+    encoded; not "." or ".."), and as itself (no "%XX" sequence, which a client that forgets to encode would send as
+    another id; no U+FFFD, which every invalid %-sequence decodes to)."""
     if not chat_id or len(chat_id) > 200 or any(ord(c) < 32 for c in chat_id) or chat_id != chat_id.strip():
         raise CuratorError(f"invalid chat id {chat_id!r}: use 1-200 printable characters without outer spaces")
+    if "/" in chat_id or chat_id in (".", "..") or "\ufffd" in chat_id or _PERCENT.search(chat_id):
+        raise CuratorError(f"invalid chat id {chat_id!r}: it could not be addressed in a URL",
+                           "Leave out \"/\", \"%\" followed by two hex digits and U+FFFD (what a broken %-sequence "
+                           "decodes to), and do not use \".\" or \"..\" alone.")

@@ -152,9 +152,10 @@ class HistorySync:
         dirty = find_dirty_floor(stored, [m.hash for m in stored], messages, start)
         if dirty is None:
             return None, 0
-        return dirty.floor, self._count_from(chat_id, dirty.floor)
+        return dirty.floor, self.would_revert_from(chat_id, floor=dirty.floor)
 
-    def _count_from(self, chat_id: str, floor: int) -> int:
+    def would_revert_from(self, chat_id: str, floor: int) -> int:
+        """How many commits a rollback of `floor` would revert (those anchored at or after it)."""
         return count_from(self.store, chat_id, floor)
 
     def _check(self, chat_id: str, stored: list[Message], merged: list[Message], floor: int,
@@ -165,7 +166,7 @@ class HistorySync:
                                   "Nothing was changed. Check that this is the chat you meant (a file cut by a crash "
                                   "holds only its header); send `allow_rollback: true` if you mean it.")
         if max_revert is not None:
-            count = self._count_from(chat_id, floor)
+            count = self.would_revert_from(chat_id, floor)
             if count > max_revert:
                 raise RollbackRefused(f"the sync would revert {count} commits of chat {chat_id!r} (every one anchored "
                                       f"at floor {floor} or later; more than {max_revert} need a deliberate yes)",

@@ -100,7 +100,15 @@ class VectorIndex(VectorSearch, VectorWrites):
                                    "Start the Chroma server, or remove `vectors_url` from config.yaml to use the "
                                    "embedded index.") from None
         else:
-            self.client = chromadb.PersistentClient(path=str(Path(store.data_dir) / "chroma"), settings=settings)
+            folder = Path(store.data_dir) / "chroma"
+            try:
+                self.client = chromadb.PersistentClient(path=str(folder), settings=settings)
+            except Exception as exc:  # noqa: BLE001 - chromadb's InternalError, OSError, ... for one cause
+                raise CuratorError(f"cannot open the embedded vector index in {folder} ({type(exc).__name__}: "
+                                   f"{' '.join(str(exc).split())[:200]})",
+                                   "The data directory must be writable (the index writes beside memory.db); copy it "
+                                   "somewhere writable and pass --data, or set `vectors_url` to a Chroma server."
+                                   ) from None
 
     def close(self) -> None:
         """Write the staged rows to Chroma and let the search threads go (the Chroma client needs no closing). A

@@ -42,7 +42,8 @@ class ServiceConfig:
     upstream_key_env: str | None = None  # the variable holding the upstream's API key
     proxy: bool = True
     site: SitePolicy = field(default_factory=SitePolicy)  # Host / Origin allow-lists (request_guard)
-    proxy_max_rollback: int = 4  # floors a proxy request may roll back without X-Curator-Allow-Rollback
+    proxy_max_rollback: int | None = None  # a cap on the floors a proxy request may roll back (None: no cap)
+    upstream_timeout: float = 600.0  # seconds the proxy waits for the upstream
 
 
 def _start_warm_up(memory: Memory) -> None:
@@ -92,10 +93,12 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     app.state.service = service
     app.state.service_token = config.token
     app.add_middleware(GuardMiddleware, token=config.token, limits=config.limits, policy=config.site)
+    from curator.service.server.errors import ERROR_RESPONSES
+
     for module in (routes_chats, routes_graph, routes_work, routes_frontends, routes_events, routes_trash,
                    routes_settings, routes_story):
-        app.include_router(module.router, prefix="/api/v1")
-    routes_panel.install(app)  # the panel's extra reads (overview, last injection, ...) under /api/v1
+        app.include_router(module.router, prefix="/api/v1", responses=ERROR_RESPONSES)
+    routes_panel.install(app, ERROR_RESPONSES)  # the panel's extra reads (overview, last injection, ...) under /api/v1
     from curator.service.panel import mount_panel
 
     mount_panel(app, config.site.allowed_origins)  # the panel's static files at /panel (framed by those origins)
@@ -103,7 +106,7 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
         from curator.service.proxy import ProxyConfig
         from curator.service.proxy import router as proxy_router
 
-        app.state.proxy = ProxyConfig(config.upstream, config.upstream_key_env,
+        app.state.proxy = ProxyConfig(config.upstream, config.upstream_key_env, timeout=config.upstream_timeout,
                                       max_rollback=config.proxy_max_rollback)
         app.include_router(proxy_router)
     _error_handlers(app)

@@ -22,7 +22,10 @@ ServiceDep = Annotated[Service, Depends(_service)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields are refused, and values are taken as the OpenAPI document types them (no
+    `0` for false, no `"7"` for 7)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class MessageIn(Strict):

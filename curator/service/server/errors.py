@@ -5,9 +5,11 @@ without a traceback in the answer) anything unexpected."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curator.service.server.security import error_body
@@ -22,6 +24,38 @@ _HINTS = {404: "See the OpenAPI document at /docs for the routes this service ha
           400: "Send a JSON body that parses (at most a few hundred levels deep)."}
 
 
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")  # the proxy's upstream errors also carry OpenAI's `type`
+
+    code: str
+    message: str
+    hint: str = ""
+
+
+class ErrorOut(BaseModel):
+    """Every refusal: what went wrong (`message`), a stable `code`, and what to do next (`hint`)."""
+
+    error: ErrorDetail
+
+
+# What every route of the API may answer besides its success: documented, so the OpenAPI document says what a client
+# really gets (a 4xx refusal, a 5xx for a store that is busy or a bug), in the one error shape.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorOut, "description": "Refused: the request is wrong or not allowed; nothing was changed."},
+    "5XX": {"model": ErrorOut, "description": "The store is busy (503) or the service failed (500)."},
+}
+
+
+def allowed_methods(app: object, path: str) -> list[str]:
+    """Every method some route takes at this path (the `Allow` of a 405), not only the first matching route's."""
+    methods: set[str] = set()
+    for route in getattr(getattr(app, "router", None), "routes", []):
+        regex, taken = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and taken and regex.match(path):
+            methods |= set(taken)
+    return sorted(methods)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -32,6 +66,8 @@ def install_error_handlers(app: FastAPI) -> None:
                               _HINTS.get(exc.status_code, ""))
         for name, value in (exc.headers or {}).items():
             response.headers[name] = value
+        if exc.status_code == 405:
+            response.headers["Allow"] = ", ".join(allowed_methods(request.app, request.url.path))
         return response
 
     @app.exception_handler(OverflowError)

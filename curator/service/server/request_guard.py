@@ -10,7 +10,11 @@ So, on every route (API, proxy, panel), before the token check:
 - An `Origin` header, when sent, must be the service's own origin or on `allowed_origins` (403 otherwise).
 - POST, PUT, PATCH and DELETE must carry `Content-Type: application/json` or an `X-Curator-Client` header,
   body or not (415 otherwise): either makes a browser ask first (CORS preflight), which the service never allows.
-  The proxy (`/v1/...`) takes `application/json` only, as the OpenAI API does.
+  The proxy (`/v1/...`) takes `application/json` only, as the OpenAI API does. A method or path the service does
+  not have is left to the router (405, 404): it changes nothing.
+- With `*` in `allowed_hosts` the Host check is off, but the Origin check stays: a page's own origin counts as
+  the service's only under a host named on the list (loopback, the bound address, `--allow-host`), since a
+  DNS-rebinding page names its own host in both `Host` and `Origin`.
 - A JSON body must be text a store can hold: a lone UTF-16 surrogate escape (`\\ud800`) is refused (400).
 
 An origin on `allowed_origins` (e.g. SillyTavern's page, where the companion extension runs) is also let *read*:
@@ -51,6 +55,7 @@ class SitePolicy:
     allowed_hosts: tuple[str, ...] = ()  # extra host names (with or without `:port`); "*" = any host
     allowed_origins: tuple[str, ...] = ()  # extra origins, e.g. "http://localhost:8000" or "http://localhost:*"
     _checker: TransportSecurityMiddleware = field(init=False, repr=False, compare=False)
+    _named: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for origin in self.allowed_origins:
@@ -66,13 +71,16 @@ class SitePolicy:
         settings = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
                                              allowed_origins=list(self.allowed_origins))
         object.__setattr__(self, "_checker", TransportSecurityMiddleware(settings))
+        # the host names a page's own origin may carry when `*` turns the Host check off
+        object.__setattr__(self, "_named", frozenset(h.lower() for h in hosts if h != "*" and not h.endswith(":*")
+                                                     and not h.startswith("*")))
 
     async def refusal(self, request: Request) -> JSONResponse | None:
         """A JSON 4xx for a request from the wrong site, or None."""
         origin = request.headers.get("origin")
-        if origin is not None and _same_origin(origin, request):
-            origin = None  # the panel's own pages
         any_host = "*" in self.allowed_hosts  # the Host check is off; the Origin check stays
+        if origin is not None and _same_origin(origin, request, self._named if any_host else None):
+            origin = None  # the panel's own pages
         checked = await self._checker.validate_request(_checked_view(request, origin, any_host), is_post=False)
         if checked is not None and checked.status_code == 421:
             return error_body(421, "misdirected_request", f"this service does not answer for host "
@@ -81,7 +89,7 @@ class SitePolicy:
         if checked is not None:
             return error_body(403, "forbidden_origin", f"requests from origin {origin!r} are not allowed",
                               "Call the service from its own pages, or start it with --allow-origin ORIGIN.")
-        if request.method in STATE_CHANGING:
+        if request.method in STATE_CHANGING and _routed(request):
             return _content_type_refusal(request)
         return None
 
@@ -127,9 +135,27 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") and host.count(":") > 1 else host
 
 
-def _same_origin(origin: str, request: Request) -> bool:
+def _same_origin(origin: str, request: Request, named: frozenset[str] | None = None) -> bool:
+    """Whether `origin` is the service's own (its Host). `named`: with the Host check off, the host names it may
+    carry (a rebinding page's Host is its own, so Host alone proves nothing)."""
     host = request.headers.get("host", "")
-    return bool(host) and origin.lower() in (f"http://{host}".lower(), f"https://{host}".lower())
+    if not host or origin.lower() not in (f"http://{host}".lower(), f"https://{host}".lower()):
+        return False
+    if named is None:
+        return True
+    name = host.lower().rsplit(":", 1)[0] if not host.endswith("]") else host.lower()
+    return host.lower() in named or name in named
+
+
+def _routed(request: Request) -> bool:
+    """Whether a route of the app takes this path and method (else the router answers 404 or 405)."""
+    from starlette.routing import Match
+
+    app = request.scope.get("app")
+    routes = getattr(getattr(app, "router", None), "routes", None)
+    if routes is None:
+        return True
+    return any(route.matches(request.scope)[0] == Match.FULL for route in routes)
 
 
 def _checked_view(request: Request, origin: str | None, any_host: bool) -> Request:

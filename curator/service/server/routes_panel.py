@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 from fastapi.concurrency import run_in_threadpool
-from pydantic import Field, StrictInt
+from pydantic import Field
 from typing import TYPE_CHECKING, Any
 
 from curator.schemas import schema_from_data
@@ -32,14 +32,14 @@ RECENT_REVERTED = 3  # the newest reverted batches shown on the overview, each w
 
 
 class RollbackIn(Strict):
-    floor: StrictInt = Field(ge=0, le=MAX_INT, description="undo every commit anchored at or after this floor (an "
+    floor: int = Field(ge=0, le=MAX_INT, description="undo every commit anchored at or after this floor (an "
                              "integer: not true, not \"7\")")
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, responses: dict[int | str, dict[str, Any]] | None = None) -> None:
     """Register the panel's endpoints under /api/v1 (every recall's injection is recorded by the service:
     `Service.recall_log`)."""
-    app.include_router(router, prefix="/api/v1")
+    app.include_router(router, prefix="/api/v1", responses=responses)
 
 
 @router.get("/chats/{chat_id}/overview")

@@ -3,9 +3,9 @@ restore a batch by id (exactly: graph and floors), purge batches for good. One w
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, StrictBool, StrictInt
 
@@ -22,11 +22,6 @@ class UndoIn(Strict):
     batch: StrictInt | None = Field(default=None, ge=1, le=MAX_INT,
                                     description="the batch to restore (GET .../trash lists them); default: the newest")
     extract: StrictBool = Field(default=True, description="queue extraction of the floors due afterwards, as a job")
-
-
-class PurgeIn(Strict):
-    older_than_days: float | None = Field(default=None, ge=0, le=1e6, description="drop the batches older than this")
-    all: StrictBool = Field(default=False, description="drop every batch of the chat")
 
 
 @router.get("/chats/{chat_id}/trash")
@@ -73,10 +68,11 @@ def purge_batch(chat_id: str, batch_id: BatchId, service: ServiceDep) -> dict[st
         return {"chat": chat_id, "purged": service.memory.purge_trash(chat_id, [batch_id])}
 
 
-@router.post("/chats/{chat_id}/trash/purge")
-def purge(chat_id: str, body: PurgeIn, service: ServiceDep) -> dict[str, Any]:
-    """Drop batches for good: those older than `older_than_days`, or all of them (`all: true`)."""
-    if (body.older_than_days is None) == (not body.all):
-        raise CuratorError("say what to purge: `older_than_days` or `all: true` (one of them)")
+@router.delete("/chats/{chat_id}/trash")
+def purge(chat_id: str, service: ServiceDep, all: bool = False,
+          older_than_days: Annotated[float | None, Query(ge=0, le=1e6)] = None) -> dict[str, Any]:
+    """Drop batches for good: those older than `older_than_days`, or all of them (`all=true`); one of the two."""
+    if (older_than_days is None) == (not all):
+        raise CuratorError("say what to purge: `older_than_days=N` or `all=true` (one of them)")
     with service.writer(chat_id):
-        return {"chat": chat_id, "purged": service.memory.purge_trash(chat_id, None, body.older_than_days)}
+        return {"chat": chat_id, "purged": service.memory.purge_trash(chat_id, None, older_than_days)}

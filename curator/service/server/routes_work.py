@@ -6,7 +6,7 @@ A job-backed endpoint takes a few lines: register the kind in `state.build_servi
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 from typing import Any, Literal
@@ -139,6 +139,14 @@ def cancel_job(job_id: str, service: ServiceDep) -> dict[str, Any]:
 
 
 @router.get("/health")
-def health(service: ServiceDep) -> dict[str, Any]:
-    # which process answered: with `serve --workers N`, any of them may
-    return {"ok": True, "worker": service.jobs.worker}
+def health(request: Request, service: ServiceDep) -> dict[str, Any]:
+    """Liveness (`ok`), the process that answered (`worker`: with `serve --workers N`, any of them may) and whether
+    replies can be extracted, by which model (`extraction`: {ok, model, source, warning}; a missing model is a
+    warning here, in `serve`'s banner and in the panel)."""
+    from curator.service.proxy_upstream import extraction_status
+
+    proxy = getattr(request.app.state, "proxy", None)
+    return {"ok": True, "worker": service.jobs.worker,
+            "extraction": extraction_status(service.memory, proxy.upstream if proxy else None,
+                                            proxy.key_env if proxy else None,
+                                            override=service.models.extract is not None)}

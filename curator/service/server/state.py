@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from curator.aio import run_sync
 from curator.extract.extractor import due_floors
 from curator.llm.access import NO_MODELS, Models
-from curator.service.proxy_match import ShelvedCopies
+from curator.service.proxy_match import ShelvedCopies, Tail
 from curator.service.event_log import EventLog
 from curator.service.recall_log import RecallLog
 from curator.store.messages import Message
@@ -38,6 +38,7 @@ class Service:
     recallers: dict[str, tuple[Recaller, threading.RLock]] = field(default_factory=dict)  # chat id -> its recaller
     recall_log: RecallLog = field(default_factory=RecallLog)  # the panel's last injection and recent recalls
     shelved_copies: ShelvedCopies = field(default_factory=ShelvedCopies)  # the proxy's copies of shelved replies
+    request_tails: dict[str, Tail] = field(default_factory=dict)  # what each chat's ordinary proxy requests end with
     event_log: EventLog = field(default_factory=EventLog)  # what a front end's events did (routes_events)
 
     @contextmanager

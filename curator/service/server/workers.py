@@ -32,7 +32,8 @@ def options_json(data_dir: str, store: str | None, config: ServiceConfig) -> str
         "workers": config.workers, "upstream": config.upstream, "upstream_key_env": config.upstream_key_env,
         "site": {"bind_host": site.bind_host, "allowed_hosts": list(site.allowed_hosts),
                  "allowed_origins": list(site.allowed_origins)},
-        "proxy_max_rollback": config.proxy_max_rollback, "job_lease": config.job_lease})
+        "proxy_max_rollback": config.proxy_max_rollback, "upstream_timeout": config.upstream_timeout,
+        "job_lease": config.job_lease})
 
 
 def app_factory() -> FastAPI:
@@ -46,5 +47,6 @@ def app_factory() -> FastAPI:
                            upstream=options["upstream"], upstream_key_env=options["upstream_key_env"],
                            site=SitePolicy(site["bind_host"], tuple(site["allowed_hosts"]),
                                            tuple(site["allowed_origins"])),
-                           proxy_max_rollback=options["proxy_max_rollback"], job_lease=options["job_lease"])
+                           proxy_max_rollback=options["proxy_max_rollback"],
+                           upstream_timeout=options["upstream_timeout"], job_lease=options["job_lease"])
     return create_app(Memory(options["data"], store=options["store"]), config)

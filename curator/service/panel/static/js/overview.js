@@ -6,12 +6,15 @@ import { trashTable } from "./trash.js";
 
 export async function render(ctx, section) {
   if (!ctx.chat) return;
-  const [o, planned] = await Promise.all([get(chatPath(ctx.chat, "/overview")),
-    get(chatPath(ctx.chat, "/plan")).catch(() => ({ plan: null, settings: {} }))]);
+  const [o, planned, health] = await Promise.all([get(chatPath(ctx.chat, "/overview")),
+    get(chatPath(ctx.chat, "/plan")).catch(() => ({ plan: null, settings: {} })), get("/health").catch(() => null)]);
+  const extraction = health && health.extraction;
   const s = o.stats;
   const v = o.vectors;
   const usage = o.usage.total || {};
   clear(section,
+    extraction && extraction.warning ? h("div", { class: `box banner ${extraction.ok ? "warn" : "error"}`, id: "extraction-warning", role: "alert" },
+      h("strong", {}, extraction.ok ? "Note: " : "Extraction will fail: "), extraction.warning) : null,
     h("h2", {}, `Chat ${o.chat.id}`),
     h("div", { class: "cards" },
       card(num(s.nodes_active), "active nodes"), card(num(s.edges), "edges"), card(num(s.nodes_archived), "archived"),
