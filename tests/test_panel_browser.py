@@ -249,6 +249,23 @@ def test_a_rollback_is_restored_in_one_click_from_the_overview(page, service):
     page.wait_for_selector('#ops-trash td >> text=undo (what the undo of')
 
 
+def test_a_service_without_an_extraction_model_says_so_on_the_overview(browser, tmp_path, monkeypatch):
+    monkeypatch.delenv("CURATOR_MODEL", raising=False)
+    memory = curator.open(tmp_path / "data")
+    memory.create_chat("bare", "default")
+    with ThreadedServer(create_app(memory, ServiceConfig(proxy=False))) as server:
+        page = browser.new_page()
+        try:
+            page.goto(f"{server.url}/panel/")
+            page.wait_for_function("window.__panel && window.__panel.ready")
+            open_tab(page, "overview")
+            warning = page.inner_text("#extraction-warning")
+            assert "Extraction will fail" in warning and "every reply's extraction will fail" in warning
+        finally:
+            page.close()
+    memory.close()
+
+
 def test_the_graph_view_clicks_through_to_details_and_is_saved_as_a_screenshot(page, service):
     url, api = service
     open_panel(page, url, tab="graph")

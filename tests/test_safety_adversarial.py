@@ -39,6 +39,8 @@ from store_dump import dump_store
 TALLY: Counter = Counter()  # category -> attempts; every attempt below is also an assertion
 CLIENT = {"x-curator-client": "test"}
 sqlite_only = pytest.mark.engine("sqlite", reason="a memory.db file is SQLite's own")
+# what the HTTP layer and the proxy's reading of requests do does not depend on the store engine: one run is enough
+once = pytest.mark.engine("sqlite", reason="the HTTP layer's and the proxy's own behaviour: the SQLite run covers it")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -178,6 +180,7 @@ def read_only(tmp_path):
         subprocess.run(["umount", str(data)], check=True)
 
 
+@sqlite_only
 def test_a_read_only_data_directory_gives_one_line(read_only):
     for args in (["recall", "--chat", "c", "--query", "Eileen"], ["vectors", "status", "--chat", "c"],
                  ["rollback", "--chat", "c", "--floor", "0", "--yes"], ["init", "--chat", "x"],
@@ -206,6 +209,7 @@ def any_host(tmp_path_factory):
     memory.close()
 
 
+@once
 def test_allow_host_star_keeps_the_origin_check(any_host):
     """With every Host allowed, a DNS-rebinding page (its own name in Host and Origin) still cannot write."""
     server, http, memory, data = any_host
@@ -267,6 +271,7 @@ def test_rollback_floors_are_strict_integers(any_host):
     assert dump_store(data) == before
 
 
+@once
 def test_a_wrong_method_is_405_not_415(any_host):
     server, http, memory, data = any_host
     for method, path in (("DELETE", "/api/v1/health"), ("POST", "/api/v1/chats/c/export"),
@@ -290,6 +295,7 @@ def _recording(prompts: list[str]) -> FunctionModel:
     return FunctionModel(answer, model_name="recording")
 
 
+@once
 def test_a_huge_message_is_cut_to_the_models_context_with_a_note(memory):
     from curator.llm.tokens import count_tokens
 
@@ -305,13 +311,14 @@ def test_a_huge_message_is_cut_to_the_models_context_with_a_note(memory):
 
 
 @pytest.fixture
-def bare_service(tmp_path):
+def bare_service(tmp_path, monkeypatch):
     """A service with no extraction model configured (no profile, no CURATOR_MODEL), in front of a fake upstream
     that answers chat turns with text and extraction requests (which carry tools) with one event."""
 
     def respond(body: dict) -> dict:
         return one_event(body) if body.get("tools") else completion(body, content=reply_text(1))
 
+    monkeypatch.delenv("CURATOR_MODEL", raising=False)
     data = tmp_path / "data"
     data.mkdir()
     (data / "config.yaml").write_text("embedding: {provider: local, model: use-m3}\n")
@@ -339,7 +346,9 @@ def test_no_extraction_model_is_a_visible_warning_and_the_upstream_extracts(bare
     assert http.get("/api/v1/health").json()["extraction"]["source"] == "upstream"
 
 
-def test_without_an_upstream_the_missing_model_is_an_error_in_health_and_the_banner(tmp_path):
+@once
+def test_without_an_upstream_the_missing_model_is_an_error_in_health_and_the_banner(tmp_path, monkeypatch):
+    monkeypatch.delenv("CURATOR_MODEL", raising=False)
     attempt("no extraction model")
     memory = curator.open(tmp_path / "data")
     with ThreadedServer(create_app(memory, ServiceConfig(proxy=False))) as server:
@@ -365,6 +374,7 @@ def test_without_an_upstream_the_missing_model_is_an_error_in_health_and_the_ban
     assert "warning:" in banner and "extraction will fail" in banner, banner
 
 
+@once
 def test_the_upstream_timeout_is_settable(tmp_path):
     upstream = st_harness.Upstream(delay=3.0)
     memory = curator.open(tmp_path / "data")
@@ -450,6 +460,7 @@ def test_an_edit_far_back_goes_through_is_reported_and_is_restored_in_one_call(p
     assert dump_store(memory.data_dir) == stored
 
 
+@once
 def test_quiet_system_only_and_impersonate_requests_never_become_floors(proxied):
     http, upstream, memory, server, prompts = proxied
     history: list[dict] = []
@@ -476,6 +487,7 @@ def test_quiet_system_only_and_impersonate_requests_never_become_floors(proxied)
     assert floors_extracted(prompts) == [1, 3, 5] and memory.trash("q") == []
 
 
+@once
 def test_a_stopped_reply_costs_one_extraction(proxied):
     http, upstream, memory, server, prompts = proxied
     history: list[dict] = []
@@ -498,6 +510,7 @@ def test_a_stopped_reply_costs_one_extraction(proxied):
     assert memory.store.messages("s")[3].text == shown
 
 
+@once
 def test_the_reply_is_named_as_the_front_end_names_the_speaker(proxied):
     http, upstream, memory, server, prompts = proxied
     history: list[dict] = []
@@ -514,6 +527,7 @@ def test_the_reply_is_named_as_the_front_end_names_the_speaker(proxied):
     assert memory.store.messages("n")[5].name == "Eileen" and floors_extracted(prompts) == [1, 3, 5]
 
 
+@once
 def test_only_a_name_the_chat_uses_is_taken_for_a_name_prefix(proxied):
     http, upstream, memory, server, prompts = proxied
     history: list[dict] = []
