@@ -18,6 +18,7 @@ new chat with a turn, a group of two with a turn. Needs node/npm, SillyTavern's 
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -93,6 +94,7 @@ def main() -> None:
         tavern.stop()
         upstream.close()
         memory.close()
+        shutil.rmtree(work, ignore_errors=True)
     report = {"benchmark": "sillytavern_session", "quick": args.quick, "env": environment(),
               "params": {"turns": turns, "delay_s": args.delay, "sillytavern": st_harness.VERSION}, "results": report}
     emit(args, report, render)
