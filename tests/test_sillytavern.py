@@ -270,7 +270,7 @@ def _status_check_and_errors(server, session, upstream):
             "custom_url": f"{server.url}/v1/chats/{CHAT}"})
         message = (refused.json() if not stream else __import__("json").loads(refused.text))["error"]["message"]
         assert "share no floor" in message and "Include Request Headers" in message, message
-        assert "X-Curator-Allow-Rollback: true" in message and f"/v1/chats/<another id>" in message, message
+        assert "X-Curator-Allow-Rollback: true" in message and "/v1/chats/<another id>" in message, message
     assert len(upstream.requests) == sent
     # with the header (Additional Parameters > Include Request Headers) it goes through, and is undoable
     upstream.queue.append([reply_text(1)])

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from curator.store.store import Store
 
 store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
-                        help="The store itself: check or repair it, copy it to PostgreSQL or back to a SQLite data directory.")
+                        help="The store itself: check or repair it, copy it to PostgreSQL or back to a SQLite data "
+                             "directory.")
 app.add_typer(store_app, name="store")
 
 

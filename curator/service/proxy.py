@@ -30,10 +30,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from curator.errors import CuratorError
+from curator.errors import CuratorError, RollbackRefused
 from curator.store.messages import Message
 from curator.service.history_window import HEADER as WINDOW_HEADER, SAVED_HEADER, history_floors, keep_recent_floors
-from curator.service.proxy_guard import RollbackRefused, allowed, check_chat_id, encode_chat_id, header_chat_id
+from curator.service.proxy_guard import allowed, check_chat_id, encode_chat_id, header_chat_id
 from curator.service.proxy_match import (  # noqa: F401
     KIND_HEADER, SPEAKER_HEADER, PromptNames, chat_names, continued, next_speaker, prompt_names, reply_name,
     request_kind, sync_request, window_start)
@@ -125,8 +125,9 @@ CHAT_REQUEST: dict[str, Any] = {"requestBody": {"required": True, "content": {"a
         "user": {"description": "the chat id, when neither the path nor X-Curator-Chat names it"}}}}}}}
 ANSWERS: dict[int | str, dict[str, Any]] = {
     "200": {"description": "The upstream's answer, unchanged: JSON, or server-sent events when streamed. Headers: "
-                           "X-Curator-Chat, X-Curator-Kind, X-Curator-Memory-Tokens, X-Curator-Recall, and X-Curator-Reverted(-Batch) "
-                           "when the request's sync reverted memory (kept; POST /api/v1/chats/{id}/undo restores it).",
+                           "X-Curator-Chat, X-Curator-Kind, X-Curator-Memory-Tokens, X-Curator-Recall, and "
+                           "X-Curator-Reverted(-Batch) when the request's sync reverted memory (kept; "
+                           "POST /api/v1/chats/{id}/undo restores it).",
             "content": {"application/json": {"schema": {}}, "text/event-stream": {"schema": {}}}},
     "4XX": {"description": "Refused (nothing changed), or the upstream's own refusal passed on.",
             "content": {"application/json": {"schema": {}}}},
@@ -272,7 +273,8 @@ def _own_model(service: Service, chat_id: str, config: ProxyConfig, model: str) 
     from curator.service.server.frontend_status import model_update
 
     settings = service.memory.settings
-    if service.models.extract is not None or "default" in settings.profiles or not settings.extraction.upstream_fallback:
+    if (service.models.extract is not None or "default" in settings.profiles
+            or not settings.extraction.upstream_fallback):
         return
     if not service.memory.store.has_chat(chat_id):
         try:

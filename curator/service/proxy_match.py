@@ -77,18 +77,18 @@ class PromptNames:
     names: frozenset[str] = frozenset()
 
 
-def prompt_names(messages: list, stop=None) -> PromptNames:
+def prompt_names(messages: list[Any], stop: object = None) -> PromptNames:
     """The names a request gives outside its floors: SillyTavern's default main prompt ("Write Eileen's next reply in
     a fictional chat between Eileen and Alex.") and its names-as-stop-strings ("\nAlex:")."""
-    speaker, names = "", set()
+    speaker, names = "", set[str]()
     for m in messages:
         if isinstance(m, dict) and m.get("role") == "system":
             for found in _MAIN_PROMPT.finditer(_content_text(m.get("content"))):
                 speaker = speaker or found[1].strip()
                 names |= {found[1].strip(), found[2].strip(), found[3].strip()}
     for text in stop if isinstance(stop, list) else [stop]:
-        if isinstance(text, str) and (found := _STOP_NAME.fullmatch(text)):
-            names.add(found[1].strip())
+        if isinstance(text, str) and (named := _STOP_NAME.fullmatch(text)):
+            names.add(named[1].strip())
     return PromptNames(speaker, frozenset(n for n in names if n))
 
 

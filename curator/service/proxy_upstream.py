@@ -8,7 +8,8 @@ time the client gets a 502 or 504 with an OpenAI-shaped error naming the upstrea
 gets one line, not a traceback.
 
 With no extraction model configured, the upstream extracts too (`extraction.upstream_fallback`, on by default): each
-chat's own model is the one its requests name, at the upstream's URL, with `--upstream-key-env`'s key (`proxy._own_model`).
+chat's own model is the one its requests name, at the upstream's URL, with `--upstream-key-env`'s key
+(`proxy._own_model`).
 `extraction_status` is what `serve`'s banner, `/api/v1/health` and the panel say about it.
 """
 
@@ -17,12 +18,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from curator.errors import CuratorError
+
+if TYPE_CHECKING:
+    from curator.api.memory import Memory
+    from curator.settings import Settings, Task
 
 log = logging.getLogger("curator.proxy")
 router = APIRouter(tags=["proxy"])
@@ -68,7 +74,7 @@ def upstream_error(upstream: str, exc: Exception) -> JSONResponse:
                                    "hint": hint}}, status_code=status)
 
 
-def _configured(settings, task: str) -> bool:
+def _configured(settings: Settings, task: Task) -> bool:
     try:
         settings.profile_for(task)
     except CuratorError:
@@ -76,7 +82,8 @@ def _configured(settings, task: str) -> bool:
     return True
 
 
-def extraction_status(memory, upstream: str | None, key_env: str | None = None, override: bool = False) -> dict:
+def extraction_status(memory: Memory, upstream: str | None, key_env: str | None = None,
+                      override: bool = False) -> dict[str, Any]:
     """Whether replies can be extracted, and by which model: {ok, model, source, warning}. `override`: the service
     was given a model object (tests, scripted runs)."""
     if override:
@@ -91,7 +98,7 @@ def extraction_status(memory, upstream: str | None, key_env: str | None = None, 
     writers = writers_of(channel)
     if not writers:
         return {"ok": True, "model": None, "source": "off", "warning": "extraction is off (extraction.channel: off)"}
-    task = "extract" if "extractor" in writers else "curate"
+    task: Task = "extract" if "extractor" in writers else "curate"
     if _configured(settings, task):
         return {"ok": True, "model": settings.profile_for(task).model, "source": "config", "warning": ""}
     if task == "extract" and upstream and settings.extraction.upstream_fallback:
@@ -154,9 +161,9 @@ def _endpoint(path: str, in_chat: bool) -> Callable[..., Awaitable[Response]]:
     return chosen
 
 
-ANY_JSON = {"content": {"application/json": {"schema": {}}}}
+ANY_JSON: dict[str, Any] = {"content": {"application/json": {"schema": {}}}}
 # What the pass-through endpoints answer: the upstream's own answer, status and body, unchanged.
-PASSED = {"200": {"description": "The upstream's answer, unchanged.", **ANY_JSON},
+PASSED: dict[int | str, dict[str, Any]] = {"200": {"description": "The upstream's answer, unchanged.", **ANY_JSON},
           "4XX": {"description": "The upstream's (or the proxy's) refusal.", **ANY_JSON},
           "5XX": {"description": "The upstream failed, is down (502), too slow (504) or not set (503).", **ANY_JSON}}
 JSON_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}}

@@ -10,20 +10,34 @@ from __future__ import annotations
 
 import shutil
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
 
 from curator.errors import StoreCorrupt
+from curator.store.db import Connection
+
+
+class _Repairable(Protocol):  # curator.store.store.Store (which imports this module)
+    data_dir: Path
+
+    @property
+    def conn(self) -> Connection: ...
+
+    def chats(self) -> list[str]: ...
+
+    def rebuild_projection(self, chat_id: str, check: bool = True) -> int: ...
 
 REPAIR_HINT = ("No write was made. Run `curator store check --repair` (it keeps a copy of the file first), or restore "
                "from a backup or an export (`curator --data NEW_DIR import EXPORT.json --chat ID`).")
 
 
-def problems(conn, limit: int = 20) -> list[str]:
+def problems(conn: Connection, limit: int = 20) -> list[str]:
     """What SQLite's quick check finds wrong (an empty list: the file is sound)."""
     rows = [str(r[0]) for r in conn.execute(f"PRAGMA quick_check({int(limit)})").fetchall()]
     return [] if rows == ["ok"] else rows
 
 
-def require_sound(conn, path) -> None:
+def require_sound(conn: Connection, path: Path | str) -> None:
     """Raise StoreCorrupt (with what repairs it) when the quick check finds damage."""
     found = problems(conn, 5)
     if found:
@@ -31,7 +45,7 @@ def require_sound(conn, path) -> None:
                            "repaired", REPAIR_HINT)
 
 
-def repair(store) -> dict:
+def repair(store: _Repairable) -> dict[str, Any]:
     """Copy the file aside, rebuild the indexes and replay every chat's commit log into its graph tables, then check
     again. Returns {backup, before, after, chats}."""
     path = store.data_dir / "memory.db"

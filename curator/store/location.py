@@ -24,7 +24,7 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # The top-level settings (curator.settings.Settings, which is too heavy to import here; a test keeps the two equal):
 # a misspelt `store:` must not send a command to a new local memory.db.
 SETTINGS_KEYS = frozenset({"profiles", "tasks", "extraction", "recall", "maintenance", "history", "embedding",
-                           "vectors_url", "store", "chat_model_keys"})
+                           "vectors_url", "store", "chat_model_keys", "planner"})
 SQLITE_NAMES = ("", "sqlite")
 
 
