@@ -66,10 +66,12 @@ DENSE_POOL = 200  # vector candidates scored per query
 # events' sources scored per query: 50 measured better than 200 (LoCoMo dev hybrid R@10 0.707 against 0.704; 20:
 # 0.697) and costs Chroma half as much at 10k (1.4 ms against 2.9; bench/README.md, "Fourth round")
 SOURCE_POOL = 50
-LEXICAL_POOL = 300  # BM25 candidates scored per query (keeps a query's cost flat as a chat grows)
-# BM25 candidates among events' sources: 150 gives the same LoCoMo dev figures as 300 (hybrid R@5/10/20 and MRR
-# alike; 100: R@20 0.001 lower, 50: R@10 0.001 lower) for fewer candidates to fuse (bench/README.md, "Ninth round")
-SOURCE_LEXICAL_POOL = 150
+# BM25 candidates scored per query, of node texts and of events' sources (keeps a query's cost flat as a chat grows).
+# With the default's e5 channels, 100 and 100 give LoCoMo dev hybrid R@10 0.7156 / 0.8231 (observations / turns)
+# against 0.7152 / 0.8207 with 300 and 150 (nodes 75: 0.7124 / 0.8192), for a third of the candidates to fuse and
+# score (bench/README.md, "Issue 31, second round"; 150 and 150 were chosen in the "Ninth round")
+LEXICAL_POOL = 100
+SOURCE_LEXICAL_POOL = 100
 # Sources could be searched with a second query vector, of the query without the speakers' names (BM25 over sources
 # always uses the query without names). Measured again with sources as the mean of their messages' vectors (LoCoMo
 # dev, bench/recall_locomo.py, same built chats): hybrid R@10 0.715 with it, 0.703 without (held out 0.711 / 0.694),

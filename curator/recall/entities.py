@@ -18,11 +18,10 @@ def entities_in(scores: dict[str, float], query: str, mentioned: set[str], pool:
     is about (it names them and asks nothing else: "Who is Caroline?"). `bare_cache`: document -> bare, kept by the
     caller across recalls (a chat of 10k nodes has thousands of entity candidates: their names are worked out once)."""
     entities: dict[str, bool] = {}
-    nodes, events, documents = pool.nodes, pool.event_types, pool.documents
-    for node_id in scores:
-        node = nodes.get(node_id)
-        if node is None or node.type in events:
-            continue
+    nodes, documents = pool.nodes, pool.documents
+    known = pool.entities
+    for node_id in [i for i in scores if i in known]:  # in the ranking's order, as the bare names' cache was filled
+        node = nodes[node_id]
         document = documents.get(node_id, "")
         bare = bare_cache.get(document)
         if bare is None:

@@ -34,7 +34,7 @@ def update_pool(old: Pool, state: ChatState, persistent: list[Node], horizon: in
     else:
         pool = Pool(dict(old.nodes), dict(old.leaves), dict(old.leaf_nodes), dict(old.documents),
                     set(state.event_types), injected, dict(old.days), dict(old.scenes), list(old.by_day),
-                    dict(old.folded))  # the folded sets are frozen: one that changes is replaced, never edited
+                    dict(old.folded), set(old.entities))  # the folded sets are frozen: replaced, never edited
     stack = list(reach)
     while stack:  # what is folded under a changed node may change with it
         node = state.nodes.get(stack.pop())
@@ -55,6 +55,7 @@ def update_pool(old: Pool, state: ChatState, persistent: list[Node], horizon: in
             unfolded.setdefault(ancestor, set()).add(node_id)
         for part in (pool.nodes, pool.leaves, pool.leaf_nodes, pool.documents, pool.days, pool.scenes):
             part.pop(node_id, None)
+        pool.entities.discard(node_id)
     for ancestor, leaves in unfolded.items():  # one new set per ancestor (a top summary may hold thousands)
         if rest := pool.folded[ancestor] - leaves:
             pool.folded[ancestor] = rest
@@ -74,6 +75,8 @@ def _place(pool: Pool, state: ChatState, ids: Iterable[str], horizon: int | None
         if node is not None and not node.archived and node_id not in pool.injected \
                 and (horizon is None or node.floor_to <= horizon):
             pool.nodes[node_id] = node
+            if node.type not in pool.event_types:
+                pool.entities.add(node_id)
     for node_id in ids:
         node = everything.get(node_id)
         if node is not None and node.archived and node.parent and (horizon is None or node.floor_to <= horizon):
