@@ -41,12 +41,14 @@ PAUSE = 0.002  # seconds between two reads of a load
 EXACT_ROWS = 2048  # a copy this small is searched from its floats alone (it stays in cache)
 OVERSAMPLE = 2  # rows of the int8 pass scored again from the floats, per row asked (int8 moves a row by ~25 places
 # at 10k at worst)
-# A bigger copy is first read as one bit a dimension (the sign of the row minus the copy's mean row: e5's vectors
-# share a large common part), compared with the query's bits by popcount: 48 bytes a row instead of 384, so the pass
-# over 10k rows costs ~0.1 ms instead of ~0.9. Its best BITS_OVERSAMPLE x k go on to the int8 pass and then the
-# floats. On LoCoMo's e5 vectors (8.5k rows, 786 questions) the k = 100 / 200 found are 98% of the exact ones, the
-# first 20 99.5% (bench/README.md, "Issue 31, second round").
-BITS_OVERSAMPLE = 12
+# A bigger copy is first read as two bits a dimension (`_bits`: the sign of the row minus the copy's mean row, e5's
+# vectors sharing a large common part, and whether the row is far from that mean there), compared with the query's
+# by popcount (`_distances`): 96 bytes a row instead of 384. Its best BITS_OVERSAMPLE x k go on to the int8 codes,
+# and their best OVERSAMPLE x k to the floats. On LoCoMo's e5 vectors (8.5k rows, its 786 questions) the k = 200 / 100
+# found are 99.7% / 99.4% of the exact ones (one bit a dimension: 98% / 97% from 8 x k rows);
+# in a warm recall at 10k nodes, after the query's e5 pass, both searches cost ~1.6 ms of CPU against ~1.8 for the
+# int8 pass over every row (bench/README.md, "Issue 31, second round").
+BITS_OVERSAMPLE = 6
 BITS_ROWS = 4096  # copies of more rows than this use the bits' pass (when it leaves out at least half of them)
 
 Key = tuple[str, str]  # (chat, collection kind)
@@ -78,23 +80,52 @@ def _codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
-def _bits(rows: np.ndarray, center: np.ndarray) -> np.ndarray:
-    """Each row as the signs of (row - center), packed: a row of 384 floats is 6 words of 64 bits."""
-    bits = np.empty((len(rows), (rows.shape[1] + 63) // 64), dtype=np.uint64)
+def _bits(rows: np.ndarray, center: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """Two bits a dimension, packed in 64-bit words: the sign of (row - center), then whether the row is far from the
+    center there (|row - center| > that dimension's `spread`). A row of 384 floats is 12 words."""
+    words = (rows.shape[1] + 63) // 64
+    bits = np.zeros((len(rows), 2 * words), dtype=np.uint64)
     for start in range(0, len(rows), PART_ROWS):
-        part = np.packbits(rows[start:start + PART_ROWS] > center, axis=1)
-        padded = np.zeros((len(part), bits.shape[1] * 8), dtype=np.uint8)
-        padded[:, :part.shape[1]] = part
-        bits[start:start + PART_ROWS] = padded.view(np.uint64)
+        part = rows[start:start + PART_ROWS] - center
+        for at, plane in ((0, part > 0), (words, np.abs(part) > spread)):
+            packed = np.packbits(plane, axis=1)
+            padded = np.zeros((len(packed), words * 8), dtype=np.uint8)
+            padded[:, :packed.shape[1]] = packed
+            bits[start:start + PART_ROWS, at:at + words] = padded.view(np.uint64)
     return bits
 
 
+def _pack(plane: np.ndarray) -> np.ndarray:
+    """One row of booleans as 64-bit words (zero-padded)."""
+    packed = np.packbits(plane)
+    if len(packed) % 8:
+        packed = np.concatenate([packed, np.zeros(8 - len(packed) % 8, dtype=np.uint8)])
+    return packed.view(np.uint64)
+
+
+DISTANCE_ROWS = 1024  # rows whose distances are worked out at a time: the temporaries stay in the CPU's cache
+
+
 def _distances(bits: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Hamming distances of every row's bits to the query's (np.bitwise_count, a word at a time)."""
-    counts = np.bitwise_count(bits ^ query)
-    out = counts[:, 0].astype(np.int32)
-    for word in range(1, counts.shape[1]):
-        out += counts[:, word]
+    """How far each row's bits are from the query's: the dimensions whose signs differ, and twice more those among
+    them where the row or the query is far from the center (np.bitwise_count; a row's words summed by a product)."""
+    words = bits.shape[1] // 2
+    signs, far_query, ones = query[:words], query[words:], np.ones(words, dtype=np.int16)
+    out = np.empty(len(bits), dtype=np.int16)
+    step = min(DISTANCE_ROWS, max(len(bits), 1))
+    differ, far = np.empty((step, words), dtype=np.uint64), np.empty((step, words), dtype=np.uint64)
+    counts, total = np.empty((step, words), dtype=np.uint8), np.empty((step, words), dtype=np.int16)
+    for start in range(0, len(bits), step):
+        part = bits[start:start + step]
+        n = len(part)
+        d, f, c, t = differ[:n], far[:n], counts[:n], total[:n]
+        np.bitwise_xor(part[:, :words], signs, out=d)
+        np.bitwise_count(np.bitwise_and(d, part[:, words:], out=f), out=c)  # at most 64 a word, then 128
+        c += np.bitwise_count(np.bitwise_and(d, far_query, out=f))
+        np.bitwise_count(d, out=t)
+        t += c
+        t += c
+        np.dot(t, ones, out=out[start:start + n])  # at most 320 a word
     return out
 
 
@@ -129,6 +160,7 @@ class Copy:
         # the bits (`_search_bits`), made at the first search that uses them, and their center: the mean row then
         # (rows written later are coded against the same one)
         self.center: np.ndarray | None = None
+        self.spread = np.zeros(0, dtype=np.float32)  # per dimension: the median distance of the rows to the center
         self.bits: np.ndarray | None = None
         self.live = np.ones(len(self.ids), dtype=bool)
         self.dead = 0  # rows not live
@@ -150,7 +182,7 @@ class Copy:
             if not self.ids:
                 self.matrix = np.zeros((0, rows.shape[1]), dtype=np.float32)
                 self.codes = np.zeros((0, rows.shape[1]), dtype=np.int8)
-            bits = _bits(rows, self.center) if self.bits is not None and self.center is not None else None
+            bits = _bits(rows, self.center, self.spread) if self.bits is not None and self.center is not None else None
             new = []
             for n, node_id in enumerate(ids):
                 row = self.row_of.get(node_id)
@@ -158,7 +190,7 @@ class Copy:
                     new.append(n)
                 else:
                     self.matrix[row], self.codes[row], self.scales[row] = rows[n], codes[n], scales[n]
-                    if bits is not None:
+                    if bits is not None and self.bits is not None:
                         self.bits[row] = bits[n]
                     self.dead -= not self.live[row]
                     self.live[row] = True
@@ -168,7 +200,7 @@ class Copy:
                 self.row_of.update((ids[n], start + at) for at, n in enumerate(new))
                 self.matrix = np.vstack([self.matrix, rows[new]])
                 self.codes = np.vstack([self.codes, codes[new]])
-                if bits is not None:
+                if bits is not None and self.bits is not None:
                     self.bits = np.vstack([self.bits, bits[new]])
                 self.scales = np.concatenate([self.scales, scales[new]])
                 self.live = np.concatenate([self.live, np.ones(len(new), dtype=bool)])
@@ -220,19 +252,23 @@ class Copy:
         """`search` of a big copy: the bits' pass, then the int8 codes of its best, then the floats of theirs."""
         if self.bits is None or self.center is None:
             self.center = self.matrix[self.live].mean(axis=0)
-            self.bits = _bits(self.matrix, self.center)
-        packed = _bits(query[None, :], self.center)[0]
+            self.spread = np.median(np.abs(self.matrix[self.live] - self.center), axis=0)
+            self.bits = _bits(self.matrix, self.center, self.spread)
+        away = query - self.center
+        size = np.abs(away)
+        far = size > np.partition(size, len(size) // 2)[len(size) // 2]  # the query's far half of its dimensions
+        packed = np.concatenate([_pack(away > 0), _pack(far)])
         distances = _distances(self.bits, packed)
         worst = distances.dtype.type(np.iinfo(distances.dtype).max)
         self._hide(distances, worst, hidden)
         near = np.argpartition(distances, BITS_OVERSAMPLE * k)[:BITS_OVERSAMPLE * k]
         near = near[distances[near] != worst]
         rough = _products(self.codes[near], query, np.empty(len(near), np.float32)) * self.scales[near]
-        rows = near[_best(rough, OVERSAMPLE * k)]
-        exact = _products(self.matrix[rows], query, np.empty(len(rows), np.float32))
+        near = near[_best(rough, OVERSAMPLE * k)]
+        exact = _products(self.matrix[near], query, np.empty(len(near), np.float32))
         top = _best(exact, k)
         ids = self.ids
-        return [(ids[row], score) for row, score in zip(rows[top].tolist(), exact[top].tolist())]
+        return [(ids[row], score) for row, score in zip(near[top].tolist(), exact[top].tolist())]
 
 
 def _best(scores: np.ndarray, k: int) -> np.ndarray:
