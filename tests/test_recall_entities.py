@@ -53,3 +53,16 @@ def test_a_question_about_the_entity_gets_it_first(memory, plain, mode):
 def test_an_entity_with_more_than_its_name_competes_on_its_text(memory, plain):
     injection = memory.recall(plain, "Which puppy chews shoes?", max_results=3, expand=False)
     assert "p_oscar" in [c.node.id for c in injection.recalled][:2]
+
+
+def test_an_entity_added_after_the_first_recall_is_known_to_the_updated_pool(memory, plain):
+    """The pool keeps its entity candidates as commits come (`recall/pool.py`, updated from the last pool): a person
+    added later is placed after the events too, and comes first when the question is about it."""
+    memory.recall(plain, "What did Caroline paint?", max_results=3, expand=False)  # the pool is built
+    memory.commit("plain", [{"op": "create_node", "id": "p_sunny", "type": "person", "fields": {"name": "Sunny"}},
+                            {"op": "create_node", "id": "e9", "type": "event", "title": "event 9",
+                             "fields": {"summary": "Sunny painted the old barn red."}},
+                            {"op": "link", "source": "p_sunny", "target": "e9", "relation": "involved_in"}], 1)
+    top = [c.node.id for c in memory.recall(plain, "What did Sunny paint?", max_results=3, expand=False).recalled]
+    assert top[0] == "e9" and "p_sunny" not in top
+    assert memory.recall(plain, "Who is Sunny?", max_results=3, expand=False).recalled[0].node.id == "p_sunny"

@@ -45,7 +45,7 @@ class Pool:
     by_day: list[tuple[Any, ...]] = field(default_factory=list)
     folded: dict[str, frozenset[str]] = field(default_factory=dict)
     # the recallable nodes that are not of an event type (people, places...: `recall/entities.py` looks them up among
-    # a query's few hundred candidates by a set intersection rather than a node lookup each)
+    # a query's few hundred candidates in this set rather than by a node lookup each)
     entities: set[str] = field(default_factory=set)
 
 
