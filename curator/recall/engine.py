@@ -110,7 +110,6 @@ class Recaller:
         self._touched: dict[tuple[str, str], tuple[int, str]] = {}  # (chat, node) -> recalls not written, the last
         self._touch_recalls = 0
         self._touch_lock = threading.Lock()
-        self._bare: dict[str, bool] = {}  # node document -> whether it is the node's name alone (`entities_in`)
 
     def recall(self, chat_id: str, query: str, *, mode: str | None = None, user_floor: int | None = None,
                options: RecallSettings | None = None, messages: list[Any] | None = None) -> Injection:
@@ -329,7 +328,7 @@ class Recaller:
             fused = mention_boost(fused, mentioned, adjacent, pool, weights["mention"])
             fused, story_reasons = story_boost(fused, query, story, pool.documents) if story else (fused, {})
             fused = propagate(fused, linked, pool, weights["neighbour"])
-            fused = entity_focus(fused, *entities_in(fused, query, mentioned, pool, state.schema, self._bare))
+            fused = entity_focus(fused, *entities_in(fused, query, mentioned, pool, state.schema))
         limit = max(opts.max_results, 30) if opts.llm_rerank else opts.max_results  # the LLM picks from 30
         fused = diversify(fused, by_source, pool, limit, source_weight)
         chosen = lift_leaves(fused, pool, limit, lexical, dense)
@@ -431,7 +430,7 @@ class Recaller:
             with state.lock:
                 ranked = dict(hits)
                 mentioned = self._mentioned(chat_id, query)
-                ranked = entity_focus(ranked, *entities_in(ranked, query, mentioned, pool, state.schema, self._bare))
+                ranked = entity_focus(ranked, *entities_in(ranked, query, mentioned, pool, state.schema))
             hits = list(ranked.items())
         hits.sort(key=lambda kv: -kv[1])
         reason = "vector match"

@@ -7,29 +7,22 @@ from __future__ import annotations
 from curator.recall.query import content_words
 from curator.recall.scoring import Pool, strip_names
 from curator.schemas import Schema
-from curator.store.graph import names_of
-
-BARE_KEPT = 65_536  # documents whose bareness is remembered (per recaller)
+from curator.store.graph import Node, names_of
 
 
-def entities_in(scores: dict[str, float], query: str, mentioned: set[str], pool: Pool, schema: Schema,
-                bare_cache: dict[str, bool]) -> tuple[dict[str, bool], set[str]]:
-    """The entity candidates among `scores`, each with whether its document is its name alone, and those the query
-    is about (it names them and asks nothing else: "Who is Caroline?"). `bare_cache`: document -> bare, kept by the
-    caller across recalls (a chat of 10k nodes has thousands of entity candidates: their names are worked out once)."""
-    entities: dict[str, bool] = {}
-    nodes, documents = pool.nodes, pool.documents
-    known = pool.entities
-    for node_id in [i for i in scores if i in known]:  # in the ranking's order, as the bare names' cache was filled
-        node = nodes[node_id]
-        document = documents.get(node_id, "")
-        bare = bare_cache.get(document)
-        if bare is None:
-            if len(bare_cache) > BARE_KEPT:
-                bare_cache.clear()
-            own = names_of(node.title, node.fields, schema.type(node.type))
-            bare = bare_cache[document] = not content_words(strip_names(document, list(own)))
-        entities[node_id] = bare
+def is_bare(node: Node, document: str, schema: Schema) -> bool:
+    """Whether an entity node's document is nothing but its names (worked out when the node enters the recall pool,
+    `recall/pool.py`, not at each recall: a chat of 10k nodes has thousands of entity candidates)."""
+    own = names_of(node.title, node.fields, schema.type(node.type))
+    return not content_words(strip_names(document, list(own)))
+
+
+def entities_in(scores: dict[str, float], query: str, mentioned: set[str], pool: Pool,
+                schema: Schema) -> tuple[dict[str, bool], set[str]]:
+    """The entity candidates among `scores`, each with whether its document is its name alone (`Pool.entities`), and
+    those the query is about (it names them and asks nothing else: "Who is Caroline?")."""
+    known, nodes = pool.entities, pool.nodes
+    entities = {node_id: known[node_id] for node_id in scores if node_id in known}
     about: set[str] = set()
     named = [node_id for node_id in mentioned if node_id in entities]
     if named:

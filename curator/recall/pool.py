@@ -8,6 +8,7 @@ import bisect
 from collections.abc import Iterable
 from typing import Any
 
+from curator.recall.entities import is_bare
 from curator.recall.scoring import Pool, top_ancestor
 from curator.recall.state import ChatState, cached_day
 from curator.store.graph import Node
@@ -34,7 +35,7 @@ def update_pool(old: Pool, state: ChatState, persistent: list[Node], horizon: in
     else:
         pool = Pool(dict(old.nodes), dict(old.leaves), dict(old.leaf_nodes), dict(old.documents),
                     set(state.event_types), injected, dict(old.days), dict(old.scenes), list(old.by_day),
-                    dict(old.folded), set(old.entities))  # the folded sets are frozen: replaced, never edited
+                    dict(old.folded), dict(old.entities))  # the folded sets are frozen: replaced, never edited
     stack = list(reach)
     while stack:  # what is folded under a changed node may change with it
         node = state.nodes.get(stack.pop())
@@ -55,7 +56,7 @@ def update_pool(old: Pool, state: ChatState, persistent: list[Node], horizon: in
             unfolded.setdefault(ancestor, set()).add(node_id)
         for part in (pool.nodes, pool.leaves, pool.leaf_nodes, pool.documents, pool.days, pool.scenes):
             part.pop(node_id, None)
-        pool.entities.discard(node_id)
+        pool.entities.pop(node_id, None)
     for ancestor, leaves in unfolded.items():  # one new set per ancestor (a top summary may hold thousands)
         if rest := pool.folded[ancestor] - leaves:
             pool.folded[ancestor] = rest
@@ -76,7 +77,7 @@ def _place(pool: Pool, state: ChatState, ids: Iterable[str], horizon: int | None
                 and (horizon is None or node.floor_to <= horizon):
             pool.nodes[node_id] = node
             if node.type not in pool.event_types:
-                pool.entities.add(node_id)
+                pool.entities[node_id] = is_bare(node, state.documents[node_id], state.schema)
     for node_id in ids:
         node = everything.get(node_id)
         if node is not None and node.archived and node.parent and (horizon is None or node.floor_to <= horizon):

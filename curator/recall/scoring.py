@@ -44,9 +44,9 @@ class Pool:
     # keeps them): `days` as a sorted list of (day, id); each ancestor's folded leaves (`leaves` turned round)
     by_day: list[tuple[Any, ...]] = field(default_factory=list)
     folded: dict[str, frozenset[str]] = field(default_factory=dict)
-    # the recallable nodes that are not of an event type (people, places...: `recall/entities.py` looks them up among
-    # a query's few hundred candidates in this set rather than by a node lookup each)
-    entities: set[str] = field(default_factory=set)
+    # the recallable nodes that are not of an event type (people, places...), each with whether its document is its
+    # names alone (`recall/entities.py` looks a query's few hundred candidates up here)
+    entities: dict[str, bool] = field(default_factory=dict)
 
 
 class Links(Protocol):

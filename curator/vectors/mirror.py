@@ -157,13 +157,15 @@ class Copy:
         self.row_of = {node_id: row for row, node_id in enumerate(self.ids)}
         self.matrix = _unit(vectors, owned) if len(self.ids) else np.zeros((0, 0), dtype=np.float32)
         self.codes, self.scales = _codes(self.matrix)
-        # the bits (`_search_bits`), made at the first search that uses them, and their center: the mean row then
-        # (rows written later are coded against the same one)
+        # the bits (`_search_bits`), made with the copy when it is big (else at the first search that uses them), and
+        # their center: the mean row then (rows written later are coded against the same one)
         self.center: np.ndarray | None = None
         self.spread = np.zeros(0, dtype=np.float32)  # per dimension: the median distance of the rows to the center
         self.bits: np.ndarray | None = None
         self.live = np.ones(len(self.ids), dtype=bool)
         self.dead = 0  # rows not live
+        if len(self.ids) > BITS_ROWS:  # a copy loads in the background: its bits too, not at the first search
+            self._code_bits()
 
     @property
     def nbytes(self) -> int:
@@ -239,6 +241,14 @@ class Copy:
             ids = self.ids
             return [(ids[row], score) for row, score in zip(rows.tolist(), scores.tolist()) if score != -np.inf]
 
+    def _code_bits(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bits of every row, against the live rows' mean and their median distance to it per dimension."""
+        live = self.matrix[self.live]
+        center = self.center = live.mean(axis=0)
+        self.spread = np.median(np.abs(live - center), axis=0)
+        bits = self.bits = _bits(self.matrix, center, self.spread)
+        return bits, center
+
     def _hide(self, scores: np.ndarray, worst, hidden: frozenset[str]) -> None:
         """Dead rows and `hidden` ids get the `worst` score."""
         if self.dead:
@@ -250,15 +260,14 @@ class Copy:
 
     def _search_bits(self, query: np.ndarray, k: int, hidden: frozenset[str]) -> list[tuple[str, float]]:
         """`search` of a big copy: the bits' pass, then the int8 codes of its best, then the floats of theirs."""
-        if self.bits is None or self.center is None:
-            self.center = self.matrix[self.live].mean(axis=0)
-            self.spread = np.median(np.abs(self.matrix[self.live] - self.center), axis=0)
-            self.bits = _bits(self.matrix, self.center, self.spread)
-        away = query - self.center
+        bits, center = self.bits, self.center
+        if bits is None or center is None:
+            bits, center = self._code_bits()
+        away = query - center
         size = np.abs(away)
         far = size > np.partition(size, len(size) // 2)[len(size) // 2]  # the query's far half of its dimensions
         packed = np.concatenate([_pack(away > 0), _pack(far)])
-        distances = _distances(self.bits, packed)
+        distances = _distances(bits, packed)
         worst = distances.dtype.type(np.iinfo(distances.dtype).max)
         self._hide(distances, worst, hidden)
         near = np.argpartition(distances, BITS_OVERSAMPLE * k)[:BITS_OVERSAMPLE * k]
