@@ -3,6 +3,7 @@ braces in a template need no escaping; a placeholder left without a value is an 
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -27,8 +28,12 @@ def template_names() -> list[str]:
     return sorted(p.name.rsplit(".", 1)[0] for p in folder.iterdir() if p.name.endswith((".md", ".yaml")))
 
 
+@functools.lru_cache(maxsize=256)
 def shipped_path(name: str) -> Traversable:
-    """The shipped file of template `name` (UnknownPrompt when there is none)."""
+    """The shipped file of template `name` (UnknownPrompt when there is none). Kept per name: the package's files do
+    not move while it runs, and a recall asks for the injection's labels a dozen times (finding a package's file
+    through importlib.resources took ~0.5 ms of a recall's CPU at 10k nodes; bench/README.md, "Issue 31, second
+    round")."""
     folder = resources.files(__package__).joinpath(TEMPLATE_DIR)
     if len(name) > 64 or not name.replace("_", "").isalnum() or not name.isascii():  # a name, never a path
         raise UnknownPrompt(f"no prompt template {name!r}", f"Known: {', '.join(template_names())}.")
