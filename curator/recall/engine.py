@@ -68,8 +68,8 @@ DENSE_POOL = 200  # vector candidates scored per query
 SOURCE_POOL = 50
 # BM25 candidates scored per query, of node texts and of events' sources (keeps a query's cost flat as a chat grows).
 # With the default's e5 channels, 100 and 100 give LoCoMo dev hybrid R@10 0.7156 / 0.8231 (observations / turns)
-# against 0.7152 / 0.8207 with 300 and 150 (75 for the nodes: 0.7124 / 0.8192), for a third of the candidates to fuse and
-# score (bench/README.md, "Issue 31, second round"; 150 and 150 were chosen in the "Ninth round")
+# against 0.7152 / 0.8207 with 300 and 150 (75 for the nodes: 0.7124 / 0.8192), for a third of the candidates to
+# fuse and score (bench/README.md, "Issue 31, second round"; 300 and 150 were chosen in the "Ninth round")
 LEXICAL_POOL = 100
 SOURCE_LEXICAL_POOL = 100
 # Sources could be searched with a second query vector, of the query without the speakers' names (BM25 over sources

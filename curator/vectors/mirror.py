@@ -249,7 +249,7 @@ class Copy:
         bits = self.bits = _bits(self.matrix, center, self.spread)
         return bits, center
 
-    def _hide(self, scores: np.ndarray, worst, hidden: frozenset[str]) -> None:
+    def _hide(self, scores: np.ndarray, worst: float, hidden: frozenset[str]) -> None:
         """Dead rows and `hidden` ids get the `worst` score."""
         if self.dead:
             scores[~self.live] = worst
