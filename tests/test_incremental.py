@@ -158,20 +158,28 @@ def test_recall_state_follows_commits_rollbacks_and_messages_as_a_fresh_load(mem
     assert live.loads == 1 and live.updates >= 60  # every step followed incrementally, never reloaded
 
 
-def test_recall_state_reloads_after_a_write_it_did_not_see(memory, tmp_path):
+def test_recall_state_follows_a_write_it_did_not_see_from_the_stores_change_log(memory, tmp_path):
     memory.create_chat("road", "default")
     memory.commit("road", [{"op": "create_node", "id": "ev1", "type": "event", "title": "Summary 1",
                             "fields": {"summary": "Mira crossed the bridge."}}], 1, "test")
     state = ChatState("road")
     state.refresh(memory.store)
-    other = Store(memory.store.data_dir)  # another process, as far as the change log knows
-    try:
-        other.commit("road", [{"op": "update_node", "id": "ev1", "set_fields": {"summary": "Mira paid the toll."}}],
-                     2, "test")
-    finally:
-        other.close()
-    assert state.refresh(memory.store) and state.loads == 2
+
+    def elsewhere(summary: str) -> None:
+        other = Store(memory.store.data_dir)  # another process, as far as this one's change log knows
+        try:
+            other.commit("road", [{"op": "update_node", "id": "ev1", "set_fields": {"summary": summary}}], 2, "test")
+        finally:
+            other.close()
+
+    elsewhere("Mira paid the toll.")
+    assert state.refresh(memory.store) and (state.loads, state.updates) == (1, 1)  # read from the store's log
     assert state.documents["ev1"] == "Mira paid the toll."
+    elsewhere("Mira lost the toll money.")
+    with memory.store.transaction() as conn:  # what the store no longer keeps (trimmed): a whole load
+        conn.execute("DELETE FROM graph_changes WHERE chat_id='road'")
+    assert state.refresh(memory.store) and state.loads == 2
+    assert state.documents["ev1"] == "Mira lost the toll money."
 
 
 def test_vector_sync_after_a_commit_reads_only_what_it_touched(memory, monkeypatch):
@@ -210,7 +218,12 @@ def test_vector_sync_follows_random_changes_like_a_full_compare(memory):
     _drive(memory, 40, seed=5, check=check)
     index.sync("road")
     _, followed, _ = index._known["road"]
+    resumed = VectorIndex(memory.store, index.profile)
+    report = resumed.sync("road")  # takes the index up at the stamp the store holds: nothing else read
+    assert report.embedded == 0 and report.sources_embedded == 0 and report.deleted == 0
+    assert resumed._known["road"][1] == followed
     fresh = VectorIndex(memory.store, index.profile)
+    fresh._resume = lambda *args: False
     report = fresh.sync("road")  # compares every node with the saved hashes
     assert report.embedded == 0 and report.sources_embedded == 0 and report.deleted == 0
     assert fresh._known["road"][1] == followed
@@ -221,7 +234,7 @@ def test_mentions_are_looked_up_in_the_state_which_matches_the_stores_names(memo
     """Recall answers "which entities does the query name" from its state (no statement; the store's
     `node_names` took a quarter of a millisecond at 10k nodes), and the state's names follow the store's."""
     memory.create_chat("road", "default")
-    recaller = Recaller(memory.store, memory.settings, memory.index)
+    recaller = Recaller(memory.store, memory.settings, memory.index, full_after=0)
 
     def check():
         state = recaller.state("road")
@@ -252,7 +265,7 @@ def test_children_are_looked_up_by_the_parent_index(memory):
 
 def test_recall_after_commits_matches_a_fresh_recaller(memory, monkeypatch):
     memory.create_chat("road", "default")
-    recaller = Recaller(memory.store, memory.settings, memory.index)
+    recaller = Recaller(memory.store, memory.settings, memory.index, full_after=0)
     whole = []
     monkeypatch.setattr(recaller, "_pool", lambda *a, build=recaller._pool: whole.append(1) or build(*a))
     queries = ["What did Mira owe Rowan?", "the toll at the bridge", "米拉 银币"]
@@ -318,7 +331,7 @@ def test_a_warm_recall_sends_few_statements_and_recalls_the_same(memory, monkeyp
     PostgreSQL a warm recall sent 34 statements, each a round trip)."""
     memory.create_chat("road", "default")
     _drive(memory, 30, seed=5, check=lambda: None)
-    recaller = Recaller(memory.store, memory.settings, memory.index)
+    recaller = Recaller(memory.store, memory.settings, memory.index, full_after=0)
     queries = ["What did Mira owe Rowan?", "the toll at the bridge", "米拉 银币"]
     cold = [recaller.recall("road", query) for query in queries]  # loads the state, syncs the index
     sent = _count_statements(memory.store.conn, monkeypatch)
@@ -333,7 +346,7 @@ def test_a_warm_recall_sends_few_statements_and_recalls_the_same(memory, monkeyp
 def test_the_pool_is_updated_in_place_unless_another_recall_may_hold_it(memory):
     memory.create_chat("road", "default")
     memory.store.set_messages("road", [Message("assistant", "Mira", f"line {f}") for f in range(5)])
-    recaller = Recaller(memory.store, memory.settings, memory.index)
+    recaller = Recaller(memory.store, memory.settings, memory.index, full_after=0)
 
     def event(node_id: str, floor: int) -> None:
         memory.commit("road", [{"op": "create_node", "id": node_id, "type": "event", "title": node_id,
@@ -362,3 +375,40 @@ def test_the_pool_is_updated_in_place_unless_another_recall_may_hold_it(memory):
     fresh = Recaller(memory.store, memory.settings, memory.index).recall("road", "compass")
     assert [c.node.id for c in injection.recalled] == [c.node.id for c in fresh.recalled]
 
+
+
+def test_a_new_process_takes_the_index_up_at_its_stamp_and_syncs_what_changed_since(memory, monkeypatch):
+    """The store keeps the stamp the index was brought to and what each write touched: a process that starts
+    after writes it did not see (a CLI command without the index) embeds only those, reading no whole graph."""
+    memory.create_chat("road", "default")
+    index = memory.index
+    memory.store.set_messages("road", [Message("assistant", "Mira", f"line {f}") for f in range(6)])
+    memory.commit("road", [{"op": "create_node", "id": f"ev{i}", "type": "event", "title": f"Summary {i}",
+                            "fields": {"summary": f"Mira found lantern number {i}."}, "floor_from": i, "floor_to": i}
+                           for i in range(5)], 5, "test")
+    other = Store(memory.store.data_dir)  # another process, with no index open
+    try:
+        other.commit("road", [{"op": "update_node", "id": "ev2", "set_fields": {"summary": "Mira lost the lantern."}}],
+                     5, "test")
+        other.set_messages_from("road", 4, [Message("assistant", "Rowan", "a new line at floor four")])
+    finally:
+        other.close()
+
+    def whole_graph(*args, **kwargs):
+        raise AssertionError("the sync read the whole graph")
+
+    monkeypatch.setattr(GraphView, "nodes", whole_graph)
+    fresh = VectorIndex(memory.store, index.profile)
+    report = fresh.sync("road")
+    assert (report.embedded, report.sources_embedded, report.unchanged) == (1, 1, 4)  # ev2; ev4 keeps its text, not its source
+    assert fresh.sync("road").unchanged == 5
+    monkeypatch.undo()
+    assert fresh.query("road", "lost lantern", 1)[0][0] == "ev2"
+    fresh.close()
+    with memory.store.transaction() as conn:  # a stamp the change log no longer reaches: every node compared
+        conn.execute("DELETE FROM graph_changes WHERE chat_id='road'")
+        conn.execute("UPDATE vector_state SET synced=? WHERE chat_id='road'",
+                     (f"{memory.store.stamp('road')[0][1]}|1|1",))
+    again = VectorIndex(memory.store, index.profile)
+    report = again.sync("road")
+    assert report.mode == "incremental" and report.embedded == 0 and report.unchanged == 5

@@ -50,7 +50,7 @@ def test_an_old_event_the_budget_pushed_out_is_recalled(memory):
 def test_every_active_node_is_persistent_or_a_recall_candidate(memory):
     memory.create_chat("long", "default")
     memory.commit("long", _events(60, {}), 121)
-    recaller = Recaller(memory.store, memory.settings, None)
+    recaller = Recaller(memory.store, memory.settings, None, full_after=0)
     for budget in (200, 1500):
         opts = memory.settings.recall.model_copy(update={"budget_tokens": budget, "max_per_type": 0})
         recaller.recall("long", "barrels", options=opts)

@@ -107,7 +107,7 @@ def test_the_pool_keeps_its_dates_and_folded_leaves_through_commits(memory):
     memory.create_chat("road", "default")
     memory.commit("road", [{"op": "create_node", "id": "mira", "type": "character_sheet", "fields": {"name": "Mira"}}]
                   + [_dated(i, 1 + i % 28) for i in range(80)], 0, "test")  # more than are placed one by one
-    recaller = Recaller(memory.store, memory.settings, None)
+    recaller = Recaller(memory.store, memory.settings, None, full_after=0)
     rng = random.Random(2)
     for step in range(80, 120):
         roll = rng.random()

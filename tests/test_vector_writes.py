@@ -259,6 +259,7 @@ def test_an_index_from_when_chroma_kept_six_keys_is_taken_without_a_write(memory
         conn.executemany("UPDATE vector_hashes SET meta_hash=? WHERE chat_id='road' AND node_id=?",
                          [(_six_key_meta_digest(graph.get(i)), i) for i in ("mira", "ev1")])
         conn.execute("UPDATE nodes SET archived=1 WHERE chat_id='road' AND id='ev1'")  # as another writer did
+        conn.execute("UPDATE vector_state SET synced=NULL WHERE chat_id='road'")  # such an index had no stamp
     calls = _count_writes(monkeypatch)
     with curator.open(memory.store.data_dir) as other:
         report = other.index.sync("road")

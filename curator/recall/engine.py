@@ -14,6 +14,7 @@ it matches the query better than the summary does (the query needs its detail).
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import threading
 import time
@@ -31,11 +32,11 @@ from curator.store.plans import latest_plan
 from curator.recall.pool import build_pool, update_pool
 from curator.recall.entities import entities_in, entity_focus
 from curator.recall.query import RecallQuery, build_query, fuse_parts
+from curator.recall.cold import ColdState
 from curator.recall.state import ChatState
 from curator.llm.records import LLMTrace, Usage
 from curator.llm.usage import log_calls
 from curator.store.queries import GraphView
-from curator.recall.rerank import rerank
 from curator.recall.story import StoryContext, annotate, label_views, speaker_of, story_boost, story_context, withhold
 from curator.recall import scoring
 from curator.recall.scoring import (
@@ -62,6 +63,8 @@ from curator.vectors.index import VectorIndex
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
+log = logging.getLogger(__name__)
+
 DENSE_POOL = 200  # vector candidates scored per query
 # events' sources scored per query: 50 measured better than 200 (LoCoMo dev hybrid R@10 0.707 against 0.704; 20:
 # 0.697) and costs Chroma half as much at 10k (1.4 ms against 2.9; bench/README.md, "Fourth round")
@@ -87,18 +90,37 @@ LEAVES_PER_RECALL = 24  # deferred leaf sources one recall may embed (the rest w
 # so that recalls with other options do not each embed a different set first (their results would depend on order).
 LEAF_CANDIDATES = 30
 STATES_KEPT = 256  # chats whose recall state stays in memory
+# Recalls of a chat in one process after which its whole state (`ChatState`) is loaded, in the background: until
+# then, and in a one-shot command, recall reads what each query needs from the store (`ColdState`), with the same
+# answers. 8 as for the vectors' copy in memory (`vectors/mirror.py`): the service's second or third turn of a chat.
+FULL_AFTER = 8
 TOUCH_RECALLS = 16  # recalls whose access counts are written in one transaction
+
+
+def _prefetch(found, ids) -> None:
+    """Let a cold state's map read the ids it will be asked about in a few statements (a whole state has them)."""
+    prefetch = getattr(found, "prefetch", None)
+    if prefetch is not None:
+        prefetch(ids)
 
 
 class Recaller:
     """Recall for the chats of one store. Keeps small caches keyed by graph version, so a swipe or regenerate of
     the same floor gets the same injection again with no embedding or LLM call."""
 
-    def __init__(self, store: Store, settings: Settings, index: VectorIndex | None, model: Model | None = None) -> None:
+    def __init__(self, store: Store, settings: Settings, index: VectorIndex | None, model: Model | None = None,
+                 full_after: int | None = FULL_AFTER) -> None:
         self.store, self.settings, self.index = store, settings, index
         self.prompts = prompts_for(store.data_dir)  # the injection's templates and labels (the user's own, if any)
         self.model = model  # replaces the `recall` profile's model for LLM stages (tests, scripted runs)
+        # recalls of a chat before its whole state is loaded: 0 loads it at the first (in the caller's thread),
+        # None never (each recall reads what it needs; the `llm` mode, which lists the pool, loads it anyway)
+        self.full_after = full_after
         self._states: OrderedDict[str, ChatState] = OrderedDict()  # per chat, kept in step commit by commit
+        self._cold: OrderedDict[str, ColdState] = OrderedDict()  # per chat, until its whole state is loaded
+        self._loading: dict[str, threading.Thread] = {}
+        self._recalls: Counter = Counter()  # chat -> recalls in this process
+        self._pinned = threading.local()  # chat -> the state a recall under way in this thread reads
         self._states_guard = threading.Lock()
         # key -> (when it is valid: the memory up to the user floor and the chat's update time, the result)
         self._results: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...] | None, Injection]] = OrderedDict()
@@ -117,11 +139,14 @@ class Recaller:
         built from them (`curator/recall/query.py`); `query` alone when not given."""
         with self._states_guard:
             self._in_flight[chat_id] += 1
+            self._recalls[chat_id] += 1
+        pinned = self._pinned.__dict__.setdefault("states", {})
         try:
             with self.store.reading(chat_id):  # the chat's versions read once for this recall, not at every step
                 return self._recall(chat_id, query, mode=mode, user_floor=user_floor, options=options,
                                     messages=messages)
         finally:
+            pinned.pop(chat_id, None)
             with self._states_guard:
                 self._in_flight[chat_id] -= 1
                 if not self._in_flight[chat_id]:
@@ -148,7 +173,9 @@ class Recaller:
             return Injection(**{**cached[1].__dict__, "reused": True, "usage": Usage()})
         started = time.perf_counter()
         graph = self.store.graph(chat_id)
-        state = self.state(chat_id)
+        # one state for the whole recall, though the whole one may come in meanwhile (`state`); the llm mode lists
+        # the pool, so it loads the whole state
+        state = self._pinned.__dict__["states"][chat_id] = self._current_state(chat_id, whole=mode == "llm")
         version = state.graph_version
         latest = self._latest_floor(chat_id)
         plan, pool = self._pool_for(chat_id, state, latest, opts)
@@ -214,25 +241,69 @@ class Recaller:
         return len(stale)
 
     # ---- the pool -----------------------------------------------------------------------------
-    def state(self, chat_id: str) -> ChatState:
-        """The chat's recall state, brought up to date (by what changed since the last recall)."""
+    def state(self, chat_id: str) -> ChatState | ColdState:
+        """The chat's recall state, brought up to date (by what changed since the last recall): the one the recall
+        under way in this thread reads, else the whole state when it is loaded, else the cold one."""
+        pinned = self._pinned.__dict__.get("states", {}).get(chat_id)
+        if pinned is not None:
+            with pinned.lock:
+                pinned.refresh(self.store)
+            return pinned
+        return self._current_state(chat_id)
+
+    def _current_state(self, chat_id: str, whole: bool = False) -> ChatState | ColdState:
         with self._states_guard:
             state = self._states.get(chat_id)
-            if state is None:
+            if state is None and (whole or self.full_after == 0):
                 state = self._states[chat_id] = ChatState(chat_id)
+            if state is not None:
+                self._states.move_to_end(chat_id)
+                self._cold.pop(chat_id, None)
                 while len(self._states) > STATES_KEPT:
                     self._states.popitem(last=False)
-            self._states.move_to_end(chat_id)
+            else:
+                state = self._cold.get(chat_id)
+                if state is None:
+                    state = self._cold[chat_id] = ColdState(chat_id)
+                    while len(self._cold) > STATES_KEPT:
+                        self._cold.popitem(last=False)
+                self._cold.move_to_end(chat_id)
+                if self.full_after is not None and self._recalls[chat_id] >= self.full_after \
+                        and chat_id not in self._loading:
+                    self._loading[chat_id] = thread = threading.Thread(
+                        target=self._load_whole, args=(chat_id,), name="curator-recall-state", daemon=True)
+                    thread.start()
         with state.lock:
             state.refresh(self.store)
         return state
+
+    def _load_whole(self, chat_id: str) -> None:
+        """Load a chat's whole state beside the recalls that read the cold one, then hand it over."""
+        try:
+            state = ChatState(chat_id)
+            with state.lock:
+                state.refresh(self.store)
+            with self._states_guard:
+                self._states[chat_id] = state
+                self._cold.pop(chat_id, None)
+        except Exception:  # noqa: BLE001 - the cold state goes on answering; the next recalls try again
+            log.exception("could not load the recall state of chat %r", chat_id)
+        finally:
+            with self._states_guard:
+                self._loading.pop(chat_id, None)
+
+    def wait_loaded(self, timeout: float | None = None) -> None:
+        """Wait for the whole states being loaded in the background (tests and benchmarks)."""
+        for thread in list(self._loading.values()):
+            thread.join(timeout)
 
     def _pool_for(self, chat_id: str, state: ChatState, latest: int,
                   opts: RecallSettings) -> tuple[PersistentPlan, Pool]:
         """The persistent block's plan and the recall pool: built once per graph version, the pool updated from
         the last one by the nodes that changed."""
         horizon = latest - opts.exclude_recent_floors if opts.exclude_recent_floors else None
-        pool_key = (chat_id, state.epoch, state.graph_version, latest, horizon, opts.budget_tokens, opts.max_per_type)
+        pool_key = (chat_id, state.epoch, state.graph_version, latest, horizon, opts.budget_tokens, opts.max_per_type,
+                    state.kind)
         found = self._pools.get(pool_key)
         if found is None:
             with state.lock:
@@ -241,7 +312,8 @@ class Recaller:
                 plan = plan_persistent(state.typed(), state.schema, latest, opts.budget_tokens, opts.max_per_type,
                                        self.prompts)
                 last = self._last_pool.get((chat_id, horizon))
-                touched = state.touched_since(last[0][2]) if last and last[0][1] == state.epoch else None
+                touched = state.touched_since(last[0][2]) if last and last[0][1] == state.epoch \
+                    and last[0][-1] == state.kind else None
                 if last is not None and touched is not None:
                     with self._states_guard:
                         # no other recall of the chat under way: none holds the last pool, and none can take it
@@ -268,11 +340,13 @@ class Recaller:
         if state.latest_floor is not None:
             return state.latest_floor
         with state.lock:
-            return max((n.floor_to for n in state.nodes.values()), default=0) or 0
+            return state.highest_floor()
 
-    def _pool(self, state: ChatState, schema: Schema, persistent: list[Node], latest: int,
+    def _pool(self, state: ChatState | ColdState, schema: Schema, persistent: list[Node], latest: int,
               opts: RecallSettings) -> Pool:
         horizon = latest - opts.exclude_recent_floors if opts.exclude_recent_floors else None
+        if state.kind == "cold":
+            return state.build_pool(persistent, horizon)
         return build_pool(state, persistent, horizon)
 
     # ---- hybrid -------------------------------------------------------------------------------
@@ -297,6 +371,7 @@ class Recaller:
             with state.lock:  # the state's maps are read here; another recall thread may be updating them
                 lexical, source_lexical, sourced = self._lexical_scores(chat_id, version, graph, text, source_query,
                                                                         pool)
+                _prefetch(pool, (dense.keys() | lexical.keys() | source_dense.keys() | source_lexical.keys()))
                 allowed = pool.documents  # a mapping: `in` is all fuse asks of it
                 by_source = (fuse(source_dense, source_lexical, allowed, sourced, dense_weight, lexical_weight)
                              if source_weight else {})
@@ -322,6 +397,7 @@ class Recaller:
         with state.lock:
             fused = date_bonus(fused, query, pool, weights["date"])
             linked, adjacent = self._links(chat_id, version, graph, pool)
+            _prefetch(linked, fused.keys())
             mentioned = self._mentioned(chat_id, query)
             if not mentioned and rq is not None:  # "what did she say?": the names are in the turns before
                 mentioned = self._mentioned(chat_id, " ".join(p.text for p in rq.parts if p.group != "user"))
@@ -435,6 +511,8 @@ class Recaller:
         hits.sort(key=lambda kv: -kv[1])
         reason = "vector match"
         if opts.rerank and hits:
+            from curator.recall.rerank import rerank  # httpx: loaded when a reranker is configured
+
             order = rerank(opts.rerank, search, [pool.documents[i] for i, _ in hits])
             if order is not None:
                 hits = [(hits[i][0], score) for i, score in order]

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 
 class ChatState:
+    kind = "whole"
+
     def __init__(self, chat_id: str) -> None:
         self.chat_id = chat_id
         self.lock = threading.RLock()
@@ -308,6 +310,10 @@ class ChatState:
                     del self.adjacent[a]
 
     # ---- what recall reads ---------------------------------------------------------------------
+    def highest_floor(self) -> int:
+        """The highest floor a node reaches (0 without nodes)."""
+        return max((n.floor_to for n in self.nodes.values()), default=0) or 0
+
     def neighbours(self) -> Neighbours:
         """Every node's linked nodes (a mapping: node id -> ids)."""
         return Neighbours(self)

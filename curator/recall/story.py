@@ -26,6 +26,7 @@ from curator.schemas import Schema
 from curator.store.changes import ChangeLog
 from curator.store.graph import Node, normalize_name
 from curator.store.queries import GraphView
+from curator.store.recall_reads import RecallReads
 from curator.store.story_time import KNOWS, parse_segment
 
 # Chosen on bench/pov_recall.py's tuning story (a grid; ties go to the smallest weights), checked on its held-out one.
@@ -183,12 +184,14 @@ def _follow(graph: GraphView, version: int, changes: ChangeLog | None) -> StoryD
     change = None
     if live is not None and changes is not None and live.version < version:
         change = changes.graph_since(graph.chat_id, live.version, version)
-    if live is None or change is None:
+    if live is None or change is None:  # the columns and edges the story reads, not whole nodes (100k: 1.5 s)
         live = _LIVE[chat] = _Live(version)
-        for node in graph.nodes(archived=None):
-            live.put(node)
-        for edge in graph.edges():
-            live.link(edge.id, edge.relation, edge.source, edge.target)
+        reads = RecallReads(graph.conn, graph.chat_id)
+        live.ids.update(reads.node_ids())
+        for row in reads.story_rows():
+            live.put(row)
+        for row in reads.links_of((*KNOWING, "contradicts")):
+            live.link(*row)
     else:
         ids = sorted(change.nodes)
         for node_id in ids:

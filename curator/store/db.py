@@ -159,6 +159,29 @@ _V9 = [
     "CREATE INDEX trash_by_chat ON trash (chat_id, id)",
 ]
 
+# Version 10: what each write touched, kept in the store for a while (`curator/store/changes.py`), so derived state in
+# another process follows a chat by what changed instead of reading all of it; the lexicon snapshots a process's first
+# recall of a chat reads instead of tokenizing every node (`curator/store/lexicon.py`); the stamp (creation time,
+# graph and messages versions) the vector index was last brought to, so an index in step is not compared node by node;
+# and an index that reads the persistent block's candidates in the order it ranks them.
+_V10 = [
+    """CREATE TABLE graph_changes (
+        chat_id TEXT NOT NULL, version INTEGER NOT NULL, kind TEXT NOT NULL, item TEXT NOT NULL,
+        PRIMARY KEY (chat_id, version, kind, item)) WITHOUT ROWID""",
+    """CREATE TABLE message_changes (
+        chat_id TEXT NOT NULL, version INTEGER NOT NULL, floor INTEGER NOT NULL,
+        PRIMARY KEY (chat_id, version)) WITHOUT ROWID""",
+    """CREATE TABLE lexicon (
+        chat_id TEXT NOT NULL, corpus TEXT NOT NULL, stamp TEXT NOT NULL, format TEXT NOT NULL, docs INTEGER NOT NULL,
+        ids BLOB NOT NULL, floors BLOB NOT NULL, lengths BLOB NOT NULL, terms BLOB NOT NULL, offsets BLOB NOT NULL,
+        slots BLOB NOT NULL, tfs BLOB NOT NULL, updated_at TEXT NOT NULL,
+        PRIMARY KEY (chat_id, corpus)) WITHOUT ROWID""",
+    "ALTER TABLE vector_state ADD COLUMN synced TEXT",
+    # the persistent block's candidates best first (`recall_reads.top_level`): read page by page, not sorted whole
+    "CREATE INDEX nodes_by_rank ON nodes (chat_id, type, archived, parent_id, level DESC, floor_to DESC, "
+    "floor_from DESC, created_at DESC, id)",
+]
+
 Migration = Callable[[Connection], None] | list[str]
 
 # SQLite DDL -> PostgreSQL DDL: 64-bit integers (SQLite's INTEGER is), identity for AUTOINCREMENT, doubles, no
@@ -183,7 +206,7 @@ def ddl_for(dialect: str, statement: str) -> str:
     return statement
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
 
 
 def latest_version() -> int:

@@ -72,7 +72,7 @@ class Store:
         self.conn  # noqa: B018 - open (and migrate) now, so a bad data directory fails here
         # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
         self.on_change: list[Callable[[str], None]] = []
-        self.changes = ChangeLog()  # what each write touched, so derived state can follow it incrementally
+        self.changes = ChangeLog(lambda: self.conn)  # what each write touched, so derived state can follow it incrementally
         self.retention = Retention()  # how long the trash keeps reverted batches (Memory sets it from the settings)
 
     def _changed(self, chat_id: str) -> None:
@@ -257,7 +257,8 @@ class Store:
                                   ("vector_state", "chat_id"), ("vector_hashes", "chat_id"),
                                   ("message_vectors", "chat_id"), ("vector_pending", "chat_id"),
                                   ("chat_bindings", "chat_id"), ("chat_forks", "chat_id"), ("recall_cards", "chat_id"),
-                                  ("trash", "chat_id")):
+                                  ("trash", "chat_id"), ("graph_changes", "chat_id"), ("message_changes", "chat_id"),
+                                  ("lexicon", "chat_id")):
                 conn.execute(f"DELETE FROM {table} WHERE {column}=?", (chat_id,))
             self.changes.evict(chat_id)
 
@@ -271,7 +272,7 @@ class Store:
         writes only what changed."""
         with self.transaction(chat_id) as conn:
             self.chat(chat_id)
-            self.changes.messages_changed(chat_id, write_messages(conn, chat_id, floor, messages), floor)
+            self.changes.messages_changed(chat_id, write_messages(conn, chat_id, floor, messages), floor, conn=conn)
 
     def stamp(self, chat_id: str) -> tuple[tuple[int, str], int, int]:
         """(epoch, graph version, messages version) in one read: what caches of the chat are keyed on. The epoch
@@ -307,7 +308,7 @@ class Store:
                 (chat_id, anchor_floor, origin, at, _dumps(done), _dumps(applier.undo_record()), note),
             ).fetchone()[0]
             self.changes.graph_changed(chat_id, _bump_version(conn, chat_id), applier.touched_nodes,
-                                       applier.touched_edges)
+                                       applier.touched_edges, conn=conn)
             record = CommitRecord(commit_id, chat_id, anchor_floor, origin, at, done, note)
         self._changed(chat_id)
         return record
@@ -337,7 +338,7 @@ class Store:
                 self.changes.graph_changed(chat_id, _bump_version(conn, chat_id), touched.touched_nodes,
                                            touched.touched_edges)
             if messages is not None:
-                self.changes.messages_changed(chat_id, write_messages(conn, chat_id, floor, messages), floor)
+                self.changes.messages_changed(chat_id, write_messages(conn, chat_id, floor, messages), floor, conn=conn)
         if touched is not None:
             self._changed(chat_id)
         return result
@@ -352,10 +353,10 @@ class Store:
             result, touched, floors = rewind.undo(conn, chat_id, schema, batch_id, retention=self.retention,
                                                   at=utc_now())
             self.changes.graph_changed(chat_id, _bump_version(conn, chat_id), touched.touched_nodes,
-                                       touched.touched_edges)
+                                       touched.touched_edges, conn=conn)
             if floors is not None:
                 self.changes.messages_changed(chat_id, write_messages(conn, chat_id, result.floor, floors),
-                                              result.floor)
+                                              result.floor, conn=conn)
         self._changed(chat_id)
         return result
 
@@ -407,7 +408,7 @@ class Store:
                                            keep_floors=messages is not None, retention=self.retention, at=utc_now())
             _bump_version(conn, chat_id)
             if messages is not None:
-                self.changes.messages_changed(chat_id, write_messages(conn, chat_id, 0, messages), 0)
+                self.changes.messages_changed(chat_id, write_messages(conn, chat_id, 0, messages), 0, conn=conn)
         self._changed(chat_id)
         return removed
 

@@ -33,7 +33,8 @@ PER_CHAT = {"messages": "chat_id", "commits": "chat_id", "nodes": "chat_id", "no
             "extraction_log": "chat_id", "jobs": "chat_id", "chat_bindings": "chat_id", "chat_forks": "chat_id",
             "recall_cards": "chat_id"}
 IDENTITY = ("commits", "trash", "llm_calls", "extraction_log")  # ids the target must go on counting from
-DERIVED = ("vector_state", "vector_hashes", "message_vectors", "vector_pending")
+DERIVED = ("vector_state", "vector_hashes", "message_vectors", "vector_pending", "graph_changes", "message_changes",
+           "lexicon")
 ORDER = {"chats": "id", "messages": "chat_id, floor", "commits": "id", "nodes": "chat_id, id",
          "node_names": "chat_id, name, node_id", "edges": "chat_id, id", "swipe_shelf": "chat_id, floor, text_key",
          "trash": "id", "llm_calls": "id", "extraction_log": "id", "jobs": "id",

@@ -36,17 +36,17 @@ def replace_hashes(conn: Connection, chat_id: str, removed: Iterable[str], chang
     conn.executemany(_INSERT_HASH, [(chat_id, node_id, content, meta) for node_id, (content, meta) in changed.items()])
 
 
-def save_state(store: Store, chat_id: str, profile: str, all_hashes: Hashes) -> None:
-    """The chat's whole state after a full sync: its profile and every node's hashes. Under the chat's lock, as
-    `replace_hashes` runs: two processes syncing a chat at once would otherwise each delete, then insert, the same
-    rows (on PostgreSQL the second insert fails on the key)."""
+def save_state(store: Store, chat_id: str, profile: str, all_hashes: Hashes, synced: str | None = None) -> None:
+    """The chat's whole state after a full sync: its profile, every node's hashes and the stamp it stands at. Under
+    the chat's lock, as `replace_hashes` runs: two processes syncing a chat at once would otherwise each delete, then
+    insert, the same rows (on PostgreSQL the second insert fails on the key)."""
     with store.transaction(chat_id) as conn:
         conn.execute("DELETE FROM vector_hashes WHERE chat_id=?", (chat_id,))
         conn.executemany(_INSERT_HASH, [(chat_id, node_id, content, meta)
                                         for node_id, (content, meta) in all_hashes.items()])
-        conn.execute("INSERT INTO vector_state (chat_id, profile, updated_at) VALUES (?, ?, ?) "
-                     "ON CONFLICT(chat_id) DO UPDATE SET profile=excluded.profile, updated_at=excluded.updated_at",
-                     (chat_id, profile, utc_now()))
+        conn.execute("INSERT INTO vector_state (chat_id, profile, updated_at, synced) VALUES (?, ?, ?, ?) "
+                     "ON CONFLICT(chat_id) DO UPDATE SET profile=excluded.profile, updated_at=excluded.updated_at, "
+                     "synced=excluded.synced", (chat_id, profile, utc_now(), synced))
 
 
 def drop_state(conn: Connection, chat_id: str) -> None:
@@ -56,6 +56,53 @@ def drop_state(conn: Connection, chat_id: str) -> None:
 
 
 _INSERT_HASH = "INSERT INTO vector_hashes (chat_id, node_id, content_hash, meta_hash) VALUES (?, ?, ?, ?)"
+
+
+# ---- where the index stands, and its hashes by id (`vectors/hashes.py`, `VectorIndex._resume`) --------------------
+NodeHashes = tuple["str | None", "str | None", str]  # a node's content, metadata and source hashes
+
+
+def _split(content: str, meta: str) -> NodeHashes:
+    item, _, source = content.partition("|")  # the source hash rides in the content column as "content|source"
+    return item or None, meta, source
+
+
+def synced_state(conn, chat_id: str) -> tuple[str, str | None] | None:
+    """(profile, synced stamp) of the chat's index; None when it was never indexed."""
+    row = conn.execute("SELECT profile, synced FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def mark_synced(conn, chat_id: str, stamp: str | None) -> None:
+    """Record the stamp the index now stands at (None: not known to be in step, e.g. after a failed embedding)."""
+    conn.execute("UPDATE vector_state SET synced=? WHERE chat_id=?", (stamp, chat_id))
+
+
+def hashes_of(conn, chat_id: str, ids: list[str]) -> dict[str, NodeHashes]:
+    found: dict[str, Hashes] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for node_id, content, meta in conn.execute(
+                f"SELECT node_id, content_hash, meta_hash FROM vector_hashes WHERE chat_id=? AND node_id IN "
+                f"({', '.join('?' * len(chunk))})", (chat_id, *chunk)):
+            found[node_id] = _split(content, meta)
+    return found
+
+
+def all_hashes(conn, chat_id: str) -> dict[str, NodeHashes]:
+    return {node_id: _split(content, meta) for node_id, content, meta in conn.execute(
+        "SELECT node_id, content_hash, meta_hash FROM vector_hashes WHERE chat_id=?", (chat_id,))}
+
+
+def count_hashes(conn, chat_id: str) -> int:
+    return conn.execute("SELECT COUNT(*) FROM vector_hashes WHERE chat_id=?", (chat_id,)).fetchone()[0]
+
+
+def has_vectors(conn, chat_id: str, sources: bool) -> bool:
+    """Whether the index holds any node vector (or, `sources`, any source vector) of the chat, in Chroma or staged."""
+    pattern = "%|" if sources else "|%"  # "content|source": an empty part is an empty side of the bar
+    return conn.execute("SELECT 1 FROM vector_hashes WHERE chat_id=? AND content_hash NOT LIKE ? LIMIT 1",
+                        (chat_id, pattern)).fetchone() is not None
 
 
 # ---- vector_pending ---------------------------------------------------------------------------------------
