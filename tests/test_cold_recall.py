@@ -8,16 +8,16 @@ from __future__ import annotations
 import random
 
 import pytest
+from test_story_recall import tale  # noqa: F401 - the story fixture
 
 import curator
 from curator.paths import example_file
 from curator.recall import lexicon as lexicon_module
 from curator.recall.engine import Recaller
-from curator.recall.lexicon import NODES, SOURCES, chat_lexicon
 from curator.recall.lexical import LiveBM25
+from curator.recall.lexicon import NODES, SOURCES, chat_lexicon
 from curator.store.lexicon import lexicon_stamps, read_lexicon
 from curator.store.messages import Message
-from test_story_recall import tale  # noqa: F401 - the story fixture
 
 NAMES = ["Mira", "Rowan", "Eileen", "Brannoch", "Silas"]
 WORDS = ["salve", "bridge", "toll", "crowns", "river", "debt", "lantern", "fire", "ledger", "market", "米拉", "桥上"]
@@ -127,7 +127,7 @@ def test_cold_recall_gives_the_injections_of_a_whole_state(memory, seed):
     assert any(n.story_time.get("label") for n in graph.nodes(type="event"))
 
 
-def test_cold_recall_on_points_of_view_and_regions(tale):
+def test_cold_recall_on_points_of_view_and_regions(tale):  # noqa: F811 - the fixture imported above
     """The story features (who knows what, points of view, regions, story time) read the same either way."""
     for speaker in ("Bram", "Cole", None):
         for query in ("Who forged the ledger?", "What happened the night of the fire?", "Is there a market here?"):

@@ -257,7 +257,7 @@ class ColdNames:
         if name not in self._found:
             state = self.state
             types = set(state.schema.types) - state.event_types
-            self._found.update(dict.fromkeys([name], set()))
+            self._found[name] = set()
             self._found.update(state.reads().named([name], types))
         return self._found[name] or default
 

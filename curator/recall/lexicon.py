@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from curator.recall.lexical import STOPWORDS, _SUFFIXES, tokenize
+from curator.recall.lexical import _SUFFIXES, STOPWORDS, tokenize
 from curator.store.graph import Node
 from curator.store.lexicon import LexiconRows, read_lexicon, save_lexicon
 from curator.store.recall_reads import RecallReads

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from curator.store.vector_rows import NodeHashes as Hashes, all_hashes, count_hashes, hashes_of
+from curator.store.vector_rows import NodeHashes as Hashes
+from curator.store.vector_rows import all_hashes, count_hashes, hashes_of
 
 
 class StoredHashes:
