@@ -412,3 +412,28 @@ def test_a_new_process_takes_the_index_up_at_its_stamp_and_syncs_what_changed_si
     again = VectorIndex(memory.store, index.profile)
     report = again.sync("road")
     assert report.mode == "incremental" and report.embedded == 0 and report.unchanged == 5
+
+
+def test_a_rollback_and_an_undo_are_followed_from_the_stores_change_log(memory):
+    """Every write that changes the graph or the messages leaves its changes in the store: another process's
+    recall state follows a rollback (with the floors a sync replaced) and an undo without a whole load."""
+    memory.create_chat("road", "default")
+    memory.store.set_messages("road", [Message("assistant", "Mira", f"line {f}") for f in range(6)])
+    for floor in range(1, 5):
+        memory.commit("road", [{"op": "create_node", "id": f"ev{floor}", "type": "event", "title": f"S{floor}",
+                                "fields": {"summary": f"Mira found lantern {floor}."}, "floor_from": floor,
+                                "floor_to": floor}], floor, "test")
+    state = ChatState("road")
+    state.refresh(memory.store)
+    other = Store(memory.store.data_dir)  # another process, as far as this one's change log knows
+    try:
+        result = other.rollback("road", 3, messages=[Message("assistant", "Rowan", "a new line three")])
+        assert state.refresh(memory.store) and state.loads == 1 and "ev3" not in state.nodes
+        assert state.lines[3] == "Rowan: a new line three"
+        other.undo("road", result.batch)
+    finally:
+        other.close()
+    assert state.refresh(memory.store) and state.loads == 1 and "ev3" in state.nodes
+    fresh = ChatState("road")
+    fresh.refresh(memory.store)
+    assert _picture(state) == _picture(fresh)

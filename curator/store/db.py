@@ -178,8 +178,8 @@ _V10 = [
         PRIMARY KEY (chat_id, corpus)) WITHOUT ROWID""",
     "ALTER TABLE vector_state ADD COLUMN synced TEXT",
     # the persistent block's candidates best first (`recall_reads.top_level`): read page by page, not sorted whole
-    "CREATE INDEX nodes_by_rank ON nodes (chat_id, type, archived, parent_id, level DESC, floor_to DESC, "
-    "floor_from DESC, created_at DESC, id)",
+    ("CREATE INDEX nodes_by_rank ON nodes (chat_id, type, archived, parent_id, level DESC, floor_to DESC, "
+     "floor_from DESC, created_at DESC, id)"),
 ]
 
 Migration = Callable[[Connection], None] | list[str]

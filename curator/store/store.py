@@ -336,9 +336,10 @@ class Store:
                                               at=utc_now())
             if touched is not None:
                 self.changes.graph_changed(chat_id, _bump_version(conn, chat_id), touched.touched_nodes,
-                                           touched.touched_edges)
+                                           touched.touched_edges, conn=conn)
             if messages is not None:
-                self.changes.messages_changed(chat_id, write_messages(conn, chat_id, floor, messages), floor, conn=conn)
+                self.changes.messages_changed(chat_id, write_messages(conn, chat_id, floor, messages), floor,
+                                              conn=conn)
         if touched is not None:
             self._changed(chat_id)
         return result
