@@ -67,6 +67,13 @@ class ImportFileError(CuratorError):
     hint = "Fix the file (the message says where) and import again; the store was not changed."
 
 
+class MessageError(CuratorError, ValueError):
+    """A message given to the library is not one (a dict without a role or text, an unknown key)."""
+
+    hint = ('Give each message as a curator.Message or a dict such as {"role": "user", "name": "Ann", '
+            '"content": "Hello"} (role: user, assistant or system; name optional).')
+
+
 class ChatFileError(CuratorError):
     """A chat file (SillyTavern .jsonl or plain JSONL) is malformed."""
 

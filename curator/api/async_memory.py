@@ -9,8 +9,7 @@ the embedder run in a worker thread, so the loop keeps serving while they work.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, Self, TypeVar
 
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from curator.settings import RecallSettings, Settings
     from curator.store.exchange import ImportMode
     from curator.store.forks import ForkResult
-    from curator.store.messages import Message
+    from curator.store.messages import MessageLike
     from curator.store.queries import GraphView
     from curator.store.store import Chat, CommitRecord, RollbackResult, Store, UndoResult
     from curator.store.trash import TrashBatch
@@ -45,6 +44,8 @@ T = TypeVar("T")
 async def _off_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run blocking work (the store, the embedder) in the loop's worker threads. The store gives each thread its
     own connection, and the default executor reuses its threads, so connections are not opened per call."""
+    import asyncio  # here: `Memory` imports this module, and the store's operations need no event loop
+
     return await asyncio.to_thread(function, *args, **kwargs)
 
 
@@ -106,8 +107,8 @@ class AsyncMemory:
 
     # chats and the commit log
     async def create_chat(self, chat_id: str, schema: Schema | str | Path = "default",
-                          settings: dict[str, Any] | None = None) -> Chat:
-        return await _off_loop(self._core.create_chat, chat_id, schema, settings)
+                          settings: dict[str, Any] | None = None, *, exist_ok: bool = False) -> Chat:
+        return await _off_loop(self._core.create_chat, chat_id, schema, settings, exist_ok=exist_ok)
 
     async def chats(self) -> list[str]:
         return await _off_loop(self._core.chats)
@@ -118,7 +119,7 @@ class AsyncMemory:
     async def graph(self, chat_id: str) -> GraphView:
         return await _off_loop(self._core.graph, chat_id)
 
-    async def set_messages(self, chat_id: str, messages: list[Message]) -> None:
+    async def set_messages(self, chat_id: str, messages: Iterable[MessageLike]) -> None:
         await _off_loop(self._core.set_messages, chat_id, messages)
 
     async def load_chat_file(self, chat_id: str, path: str | Path) -> int:
@@ -181,7 +182,7 @@ class AsyncMemory:
         return await _off_loop(self._core.rebuild_vectors, chat_id, full, floors, progress)
 
     async def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
-                     messages: list[Message] | None = None, **options: Any) -> Injection:
+                     messages: Iterable[MessageLike] | None = None, **options: Any) -> Injection:
         return await _off_loop(self._core.recall, chat_id, query, mode, user_floor, messages, **options)
 
     async def facts_at(self, chat_id: str, name: str, at: str | int) -> dict[str, Any]:
@@ -239,7 +240,7 @@ class AsyncMemory:
         return await _off_loop(self._core.node_history, chat_id, node_id)
 
     # history sync and rebuild
-    async def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
+    async def sync(self, chat_id: str, messages: Iterable[MessageLike], start: int = 0, extract: bool = False,
                    model: Model | None = None, *, models: Models | None = None, reason: str = "sync",
                    max_revert: int | None = None, allow_empty: bool = True) -> HistoryReport:
         """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the

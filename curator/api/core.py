@@ -7,7 +7,7 @@ so an event loop never waits on the store."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,8 +17,8 @@ from curator.api.story_ops import StoryOps
 from curator.schemas import Schema, load_schema
 
 from curator.extract.chatfile import read_chat
-from curator.store.exchange import ImportMode, export_graph, import_graph, read_graph_file
-from curator.store.messages import Message
+from curator.store.messages import MessageLike, as_messages
+from curator.errors import ChatExists
 from curator.paths import data_dir as resolve_data_dir
 from curator.store.queries import GraphView
 from curator.store.store import Chat, CommitRecord, RollbackResult, Store, UndoResult
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from curator.maintenance import Maintainer, MaintenanceReport
     from curator.recall.engine import Recaller
     from curator.sync.history import HistoryReport, HistorySync
+    from curator.store.exchange import ImportMode
     from curator.vectors.index import VectorIndex
     from curator.vectors.writes import SyncReport
     from curator.store.forks import ForkResult
@@ -121,13 +122,24 @@ class MemoryCore(SettingsOps, StoryOps):
         self.store.close()
 
     # chats
-    def create_chat(
-        self, chat_id: str, schema: Schema | str | Path = "default", settings: dict[str, Any] | None = None
-    ) -> Chat:
-        """Create a chat using a schema object, a preset name or a schema file path."""
+    def create_chat(self, chat_id: str, schema: Schema | str | Path = "default", settings: dict[str, Any] | None = None,
+                    *, exist_ok: bool = False) -> Chat:
+        """Create a chat using a schema object, a preset name or a schema file path. With `exist_ok`, a chat that
+        already exists with a schema of that name is returned as it is (a script can run again); one with another
+        schema is still an error (ChatExists)."""
         if not isinstance(schema, Schema):
             schema = load_schema(schema)
-        return self.store.create_chat(chat_id, schema, settings)
+        try:
+            return self.store.create_chat(chat_id, schema, settings)
+        except ChatExists:
+            if not exist_ok:
+                raise
+            chat = self.store.chat(chat_id)
+            if chat.schema.name != schema.name:
+                raise ChatExists(f"chat {chat_id!r} already exists with schema {chat.schema.name!r}, not "
+                                 f"{schema.name!r}", "Use another chat id, or the schema the chat was made with.")\
+                    from None
+            return chat
 
     def chats(self) -> list[str]:
         return self.store.chats()
@@ -145,8 +157,9 @@ class MemoryCore(SettingsOps, StoryOps):
         if self._recaller is not None:
             self._recaller.write_access()
 
-    def set_messages(self, chat_id: str, messages: list[Message]) -> None:
-        self.store.set_messages(chat_id, messages)
+    def set_messages(self, chat_id: str, messages: Iterable[MessageLike]) -> None:
+        """Store the chat's whole history: `Message`s or plain dicts ({"role", "name", "content"})."""
+        self.store.set_messages(chat_id, as_messages(messages))
 
     def load_chat_file(self, chat_id: str, path: str | Path) -> int:
         """Store the messages of a SillyTavern .jsonl or plain JSONL file as the chat's history."""
@@ -293,14 +306,16 @@ class MemoryCore(SettingsOps, StoryOps):
         return self.index.sync(chat_id, full=full, floors=floors, progress=progress)
 
     def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
-               messages: list[Message] | None = None, **options: Any) -> Injection:
+               messages: Iterable[MessageLike] | None = None, **options: Any) -> Injection:
         """The injection for the next generation: persistent and recalled memory within the token budget.
         Give `user_floor` (the floor of the user message being answered) to reuse the result on a swipe, and
-        `messages` (the recent turns, the message answered last) to build the query from the conversation.
-        `at` (a story time the memory uses, "day 5", a date, or a floor) recalls over the memory as it was then
-        (`curator/recall/as_of.py`); the other options override the chat's recall settings."""
+        `messages` (the recent turns, the message answered last; `Message`s or plain dicts) to build the query
+        from the conversation. `at` (a story time the memory uses, "day 5", a date, or a floor) recalls over the
+        memory as it was then (`curator/recall/as_of.py`); the other options override the chat's recall settings."""
         at = options.pop("at", None)
+        turns = as_messages(messages) if messages is not None else None
         if self._recaller is None:
+            self.store.chat(chat_id)  # a missing chat is told before the index and recall load
             from curator.recall.engine import Recaller
 
             self._recaller = Recaller(self.store, self.settings, self.index)
@@ -310,7 +325,7 @@ class MemoryCore(SettingsOps, StoryOps):
 
             return recall_at(self._recaller, chat_id, query, at, opts or self.recall_settings(chat_id),
                              self._recaller.prompts)
-        return self._recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=opts, messages=messages)
+        return self._recaller.recall(chat_id, query, mode=mode, user_floor=user_floor, options=opts, messages=turns)
 
     def recall_settings(self, chat_id: str) -> RecallSettings:
         """The recall settings of a chat: its own over config.yaml's."""
@@ -327,12 +342,16 @@ class MemoryCore(SettingsOps, StoryOps):
 
     # import / export
     def export(self, chat_id: str) -> dict[str, Any]:
+        from curator.store.exchange import export_graph
+
         self._write_access()
         return export_graph(self.store, chat_id)
 
     def import_(self, chat_id: str, path: str | Path, mode: ImportMode = "restore", floor: int | None = None,
                 max_bytes: int | None = None) -> CommitRecord:
         """Import a graph file into `chat_id` (created with the file's schema when new) as one commit."""
+        from curator.store.exchange import import_graph, read_graph_file
+
         graph, schema, source = read_graph_file(path, **({"max_bytes": max_bytes} if max_bytes else {}))
         return import_graph(self.store, chat_id, graph, schema, mode, floor, source)
 
@@ -432,14 +451,14 @@ class MemoryCore(SettingsOps, StoryOps):
             self._history = HistorySync(self.store, self.settings, Shelf(self.store), [evict])
         return self._history
 
-    def sync(self, chat_id: str, messages: list[Message], start: int = 0, *, reason: str = "sync",
+    def sync(self, chat_id: str, messages: Iterable[MessageLike], start: int = 0, *, reason: str = "sync",
              max_revert: int | None = None, allow_empty: bool = True) -> HistoryReport:
         """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
         earliest changed floor is rolled back (or restored from the swipe shelf); the report's `due` lists the
         floors still to write. What it reverts is kept in the trash (`report.batch`, see `undo`). It is refused
         (RollbackRefused, nothing changed) when it would revert more than `max_revert` commits, or, unless
         `allow_empty`, empty the chat."""
-        return self.history.sync(chat_id, messages, start, reason=reason, max_revert=max_revert,
+        return self.history.sync(chat_id, as_messages(messages), start, reason=reason, max_revert=max_revert,
                                  allow_empty=allow_empty)
 
     def due(self, chat_id: str) -> list[int]:

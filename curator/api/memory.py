@@ -5,14 +5,15 @@ handler, a pydantic-ai tool, a Jupyter cell), where it blocks like any synchrono
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from curator.aio import run_sync
 from curator.api.async_memory import AsyncMemory
 from curator.api.core import MemoryCore, documented
 from curator.llm.access import NO_MODELS, Models
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -31,13 +32,21 @@ if TYPE_CHECKING:
     from curator.settings import RecallSettings, Settings
     from curator.store.exchange import ImportMode
     from curator.store.forks import ForkResult
-    from curator.store.messages import Message
+    from curator.store.messages import MessageLike
     from curator.store.queries import GraphView
     from curator.store.store import Chat, CommitRecord, RollbackResult, Store, UndoResult
     from curator.store.trash import TrashBatch
     from curator.sync.history import HistoryReport, HistorySync
     from curator.vectors.index import VectorIndex
     from curator.vectors.writes import SyncReport
+
+
+def run_sync(operation: Coroutine[Any, Any, T]) -> T:
+    """`curator.aio.run_sync`, imported with the first operation that waits for a model: asyncio is not loaded by
+    the store's operations (`curator chats` and `show` stay quick)."""
+    from curator.aio import run_sync as run
+
+    return run(operation)
 
 
 @documented(AsyncMemory)
@@ -125,8 +134,8 @@ class Memory:
 
     # chats and the commit log
     def create_chat(self, chat_id: str, schema: Schema | str | Path = "default",
-                    settings: dict[str, Any] | None = None) -> Chat:
-        return self._core.create_chat(chat_id, schema, settings)
+                    settings: dict[str, Any] | None = None, *, exist_ok: bool = False) -> Chat:
+        return self._core.create_chat(chat_id, schema, settings, exist_ok=exist_ok)
 
     def chats(self) -> list[str]:
         return self._core.chats()
@@ -137,7 +146,7 @@ class Memory:
     def graph(self, chat_id: str) -> GraphView:
         return self._core.graph(chat_id)
 
-    def set_messages(self, chat_id: str, messages: list[Message]) -> None:
+    def set_messages(self, chat_id: str, messages: Iterable[MessageLike]) -> None:
         self._core.set_messages(chat_id, messages)
 
     def load_chat_file(self, chat_id: str, path: str | Path) -> int:
@@ -198,7 +207,7 @@ class Memory:
         return self._core.rebuild_vectors(chat_id, full, floors, progress)
 
     def recall(self, chat_id: str, query: str = "", mode: str | None = None, user_floor: int | None = None,
-               messages: list[Message] | None = None, **options: Any) -> Injection:
+               messages: Iterable[MessageLike] | None = None, **options: Any) -> Injection:
         return self._core.recall(chat_id, query, mode, user_floor, messages, **options)
 
     def facts_at(self, chat_id: str, name: str, at: str | int) -> dict[str, Any]:
@@ -256,7 +265,7 @@ class Memory:
         return self._core.node_history(chat_id, node_id)
 
     # history sync and rebuild
-    def sync(self, chat_id: str, messages: list[Message], start: int = 0, extract: bool = False,
+    def sync(self, chat_id: str, messages: Iterable[MessageLike], start: int = 0, extract: bool = False,
              model: Model | None = None, *, models: Models | None = None, reason: str = "sync",
              max_revert: int | None = None, allow_empty: bool = True) -> HistoryReport:
         """Follow the chat: `messages` are its floors from `start` to the end. Memory made at or after the
