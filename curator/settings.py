@@ -11,7 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, ValidationError
 
-from curator.vectors.embeddings import EmbeddingProfile
+from curator.vectors.profile import EmbeddingProfile  # not the embedders (numpy): settings load quickly
 from curator.errors import CuratorError
 from curator.maintenance_settings import MaintenanceSettings, PlannerSettings
 
@@ -48,6 +48,11 @@ class ModelProfile(_Strict):
             raise CuratorError(f"no API key: ${self.api_key_env} is not set",
                                f"Export {self.api_key_env}=... or point the profile at a local server (base_url).")
         return key or "not-needed"  # local servers accept any key
+
+
+def writers_of(channel: str) -> tuple[str, ...]:
+    """The writers an `extraction.channel` runs, in order (`curator/extract/channel.py`)."""
+    return {"extractor": ("extractor",), "curator": ("curator",), "both": ("extractor", "curator")}.get(channel, ())
 
 
 class ExtractionSettings(_Strict):

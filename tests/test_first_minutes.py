@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -33,13 +34,13 @@ def run(*args: str, data=None, env: dict | None = None, check: bool = True) -> s
     return proc
 
 
-def loaded_by(*argv: str) -> set[str]:
+def loaded_by(*argv: str, env: dict | None = None) -> set[str]:
     """The heavy top-level modules that running `curator *argv` in-process imports."""
     code = ("import sys\nfrom curator.cli.main import main\nsys.argv = ['curator', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             f"print('LOADED', sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})), file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=HANG_GUARD,
-                          env={**os.environ, "COLUMNS": "200"})
+                          env={**(os.environ if env is None else env), "COLUMNS": "200"})
     line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED"))
     return set(json.loads(line.split(" ", 1)[1].replace("'", '"')))
 
@@ -58,6 +59,24 @@ def test_help_and_read_only_commands_load_no_heavy_module(tmp_path):
     code = ("import sys, curator.recall.engine, curator.api.memory, curator.llm.usage; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic_ai', 'openai', 'cohere'}))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+def test_cheap_errors_load_no_heavy_module(tmp_path):
+    """A bad chat file, no model, a missing chat, a busy port: told before any model, vector or web code loads
+    (bench/cold_start.py times them)."""
+    run("init", data=tmp_path)
+    not_a_chat = tmp_path / "notes.txt"
+    not_a_chat.write_text("hello\n", encoding="utf-8")
+    data = ("--data", str(tmp_path))
+    env_free = {k: v for k, v in os.environ.items() if not k.startswith("CURATOR_")}
+    for argv in (("ingest", str(not_a_chat), "--chat", "x"),
+                 ("ingest", str(example_file("lantern_road.jsonl")), "--chat", "x"),
+                 ("recall", "--chat", "nope", "--query", "who"), ("show", "--chat", "nope")):
+        assert loaded_by(*data, *argv, env=env_free) == set(), argv
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        assert loaded_by(*data, "serve", "--port", str(holder.getsockname()[1]), env=env_free) == set()
 
 
 def test_help_shows_flags_as_flags():

@@ -105,3 +105,69 @@ def test_a_warm_up_that_fails_is_logged_and_the_service_still_answers(tmp_path, 
             time.sleep(0.1)
     assert "vectors are not installed" in caplog.text
     memory.close()
+
+
+def test_serve_answers_health_while_the_app_loads_and_then_hands_every_request_over():
+    """`curator serve` listens before its app is loaded (curator/service/early.py): health answers at once, other
+    requests wait for the app, whose lifespan has started by then; a load that fails stops the server."""
+    import threading
+
+    from fastapi import FastAPI
+
+    from curator.service.early import EarlyApp, load_in_background
+
+    release, started, errors = threading.Event(), [], []
+
+    def load():
+        release.wait(30)
+        real = FastAPI(lifespan=_lifespan(started))
+
+        @real.get("/api/v1/chats")
+        def chats() -> dict:
+            return {"chats": [], "lifespan_started": bool(started)}
+
+        @real.get("/api/v1/health")
+        def health() -> dict:
+            return {"ok": True}
+
+        return real
+
+    early = EarlyApp(("127.0.0.1", "localhost"), on_error=errors.append)
+    with ThreadedServer(early) as server:
+        load_in_background(early, load)
+        assert httpx2.get(server.url + "/api/v1/health").json() == {"ok": True, "ready": False}
+        answers: list = []
+        waiting = threading.Thread(target=lambda: answers.append(httpx2.get(server.url + "/api/v1/chats", timeout=30)))
+        waiting.start()
+        waiting.join(0.3)
+        assert not answers  # waits for the app
+        # a page under a rebound name gets no early answer: it waits for the app's own Host check
+        stranger = threading.Thread(target=lambda: answers.append(
+            httpx2.get(server.url + "/api/v1/health", headers={"Host": "evil.example"}, timeout=30)))
+        stranger.start()
+        stranger.join(0.3)
+        assert not answers
+        release.set()
+        waiting.join(30)
+        stranger.join(30)
+        assert answers[0].json() == {"chats": [], "lifespan_started": True}
+        assert httpx2.get(server.url + "/api/v1/health").json() == {"ok": True}
+    assert not errors
+
+    failed = EarlyApp(("127.0.0.1",), on_error=errors.append)
+    with ThreadedServer(failed) as server:
+        load_in_background(failed, lambda: (_ for _ in ()).throw(RuntimeError("no app today")))
+        answer = httpx2.get(server.url + "/api/v1/chats", timeout=30)
+        assert answer.status_code == 503 and "no app today" in answer.json()["error"]["message"]
+    assert [str(e) for e in errors] == ["no app today"]
+
+
+def _lifespan(started: list):
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(app):
+        started.append(True)
+        yield
+
+    return lifespan

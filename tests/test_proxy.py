@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -232,3 +233,25 @@ def test_window_start_finds_the_tail_even_when_its_first_message_was_edited():
     assert window_start(chat, edited) == 8
     assert window_start(chat, [Message("user", "User", "unknown")]) == 0
     assert window_start([], chat) == 0
+
+
+def test_a_chat_the_proxy_creates_is_logged_and_shown_and_every_request_has_a_log_line(tmp_path, caplog):
+    """A request naming a chat id the service does not have creates it (a typo would be a new chat): the log says
+    "created chat X" and the panel's overview names the proxy as its maker; `serve`'s request log (on unless
+    --quiet) has a line per request with the proxy's chat and the memory it injected."""
+    upstream = Upstream()
+    with curator.open(tmp_path / "data") as memory:
+        app = create_app(memory, ServiceConfig(model=scripted_model([]), upstream=upstream.url, request_log=True))
+        with caplog.at_level(logging.INFO, logger="curator"), ThreadedServer(app) as server:
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
+            converse(client, server, 2, chat="new-one")
+            created = [r.getMessage() for r in caplog.records if "created chat" in r.getMessage()]
+            assert created == ["proxy: created chat new-one (a request named a chat id this service did not have; "
+                               "schema default)"]  # once, not per request
+            overview = httpx2.get(server.url + "/api/v1/chats/new-one/overview", headers=CLIENT).json()
+            assert overview["chat"]["created_by"] == "proxy" and overview["chat"]["created_at"]
+            lines = [r.getMessage() for r in caplog.records if r.name == "curator.requests"]
+            proxied = [line for line in lines if line.startswith("POST /v1/chat/completions 200 ")]
+            assert len(proxied) == 2 and all(" chat=new-one" in line and " ms" in line for line in proxied)
+            assert any(line.startswith("GET /api/v1/chats/new-one/overview 200 ") for line in lines)
+    upstream.server.shutdown()

@@ -91,7 +91,7 @@ def require_models(*tasks: Task) -> None:
 
 def require_channel_models() -> None:
     """`require_models` for the writers of the configured `extraction.channel` (none for `off`)."""
-    from curator.extract.channel import writers_of
+    from curator.settings import writers_of  # not the channel itself: a missing model is told before any LLM code loads
 
     task: dict[str, Task] = {"extractor": "extract", "curator": "curate"}
     require_models(*(task[writer] for writer in writers_of(_settings().extraction.channel)))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -214,7 +213,7 @@ def ingest(
     """Replay a chat file floor by floor, extracting memory as a live chat would (resumable)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from curator.extract.ingest import chat_messages
+    from curator.extract.chatfile import chat_messages  # not ingest: a bad file is told before any LLM code loads
 
     # Before anything is created: the file must be a chat, and the writing channel needs its model (unless
     # `--limit 0` asks to store the messages only).
@@ -385,6 +384,8 @@ def demo(json_: JsonOpt = False) -> None:
     """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
     from curator.api.memory import Memory
     from curator.settings import load_settings
+
+    import tempfile
 
     target: Path = state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
     chat_id = "lantern-road"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ import typer
 
 from curator.cli import console
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported
-from curator.errors import CuratorError
+from curator.errors import CuratorError, MissingExtra
 
 
 @app.command()
@@ -41,67 +42,80 @@ def serve(
                                                          "request reverts is kept and can be undone).")] = -1,
     upstream_timeout: Annotated[float, typer.Option(min=1, max=86400, help="Seconds the proxy waits for the "
                                                                             "upstream model.")] = 600.0,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No request log: only warnings and errors on stderr.")] = False,
 ) -> None:
     """Run the HTTP service (API under /api/v1, docs at /docs) and the OpenAI-compatible proxy (/v1)."""
-    from curator.service.server import ServiceConfig, create_app  # MissingExtra without the `server` extra
-
-    import uvicorn
+    from curator.service.bind import LOOPBACK_NAMES, check_bind, check_port_free
+    from curator.service.request_log import RequestLog, configure
     from curator.store.location import redact
-    from curator.service.server.request_guard import SitePolicy
-    from curator.service.server.security import Limits, check_bind
 
     check_bind(host, token)
-    _check_port_free(host, port)  # before the banner: a busy port is one line, not a banner and a traceback
+    check_port_free(host, port)  # first: a busy port is one line, before the banner and before anything loads
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingExtra("server", "the HTTP service") from exc
     memory = open_memory()  # creates and migrates the store once, before any worker starts
-    config = ServiceConfig(token=token, limits=Limits(max_body_bytes=int(max_body_mb * 1024 * 1024),
-                                                      rate_per_minute=rate),
-                           workers=job_threads, upstream=upstream, upstream_key_env=upstream_key_env,
-                           site=SitePolicy(host, tuple(allow_host or ()), tuple(allow_origin or ())),
-                           proxy_max_rollback=None if proxy_max_rollback < 0 else proxy_max_rollback,
-                           upstream_timeout=upstream_timeout)
-    banner = (
-        f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; store: "
-        f"{redact(memory.store.url) if memory.store.url else 'SQLite in the data directory'}; "
-        f"token {'required' if token else 'off, loopback only'}; "
-        f"proxy upstream: {upstream or 'none'}"
-    )
-    from curator.service.proxy_upstream import extraction_status
 
-    extraction = extraction_status(memory, upstream, upstream_key_env)
-    if extraction["warning"]:  # visible at start, not only in each failed job
+    def config():
+        from curator.service.server import ServiceConfig  # MissingExtra without the `server` extra
+        from curator.service.server.request_guard import SitePolicy
+        from curator.service.server.security import Limits
+
+        return ServiceConfig(token=token, limits=Limits(max_body_bytes=int(max_body_mb * 1024 * 1024),
+                                                        rate_per_minute=rate),
+                             workers=job_threads, upstream=upstream, upstream_key_env=upstream_key_env,
+                             site=SitePolicy(host, tuple(allow_host or ()), tuple(allow_origin or ())),
+                             proxy_max_rollback=None if proxy_max_rollback < 0 else proxy_max_rollback,
+                             upstream_timeout=upstream_timeout, request_log=not quiet)
+
+    configure(quiet)  # one line per request on stderr (and notices such as a chat the proxy created)
+    store = redact(memory.store.url) if memory.store.url else "SQLite in the data directory"
+    banner = (f"memory-curator service on http://{host}:{port} (data: {memory.data_dir}; store: {store}; "
+              f"token {'required' if token else 'off, loopback only'}; proxy upstream: {upstream or 'none'}")
+
+    def warn_if_no_extraction() -> None:  # visible at start, not only in each failed job
         from rich.markup import escape
 
-        console.err.print(f"[bold {'yellow' if extraction['ok'] else 'red'}]warning:[/] "
-                          f"{escape(extraction['warning'])}", highlight=False)
+        from curator.service.proxy_upstream import extraction_status
+
+        extraction = extraction_status(memory, upstream, upstream_key_env)
+        if extraction["warning"]:
+            console.err.print(f"[bold {'yellow' if extraction['ok'] else 'red'}]warning:[/] "
+                              f"{escape(extraction['warning'])}", highlight=False)
     if workers > 1:
         from curator.service.server.workers import OPTIONS_ENV, options_json
 
-        os.environ[OPTIONS_ENV] = options_json(str(memory.data_dir), memory.store.url, config)
-        memory.close()
+        os.environ[OPTIONS_ENV] = options_json(str(memory.data_dir), memory.store.url, config())
         console.err.print(f"{banner}; {workers} processes)")
+        warn_if_no_extraction()
+        memory.close()
         uvicorn.run("curator.service.server.workers:app_factory", factory=True, workers=workers, host=host,
                     port=port, log_level="warning")
         return
-    app_ = create_app(memory, config)
+    # Listen at once: health answers while the app loads in a thread (curator/service/early.py), and every other
+    # request waits for it. A failure to load stops the server and is reported like any error.
+    from curator.service.early import EarlyApp, load_in_background
+
+    early = EarlyApp((*LOOPBACK_NAMES, host, *(allow_host or ())))
+    server = uvicorn.Server(uvicorn.Config(early if quiet else RequestLog(early), host=host, port=port,
+                                           log_level="warning"))
+    early.on_error = lambda _error: setattr(server, "should_exit", True)
+
+    def load():
+        from curator.service.server import create_app
+
+        warn_if_no_extraction()  # after the banner, while the app loads: the port is already answering
+        return create_app(memory, replace(config(), request_log=False))  # logged around the early app already
+
     console.err.print(banner + ")")
+    load_in_background(early, load)
     try:
-        uvicorn.run(app_, host=host, port=port, log_level="warning")
+        server.run()
     finally:
         memory.close()
-
-
-def _check_port_free(host: str, port: int) -> None:
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise CuratorError(f"cannot listen on {host}:{port}: {exc.strerror}",
-                               "Another program (perhaps another `curator serve`) holds the port: stop it or pass "
-                               "--port N.") from None
+    if early.error is not None:
+        raise early.error
 
 
 @app.command()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from curator.extract.extractor import ExtractionResult, Extractor, due_floors, last_extracted_floor
 from curator.llm.access import NO_MODELS, Models
 from curator.llm.records import Usage
-from curator.settings import Settings
+from curator.settings import Settings, writers_of
 from curator.store.messages import Message
 from curator.store.store import CommitRecord, Store
 
@@ -35,9 +35,6 @@ if TYPE_CHECKING:
 CHANNELS = ("extractor", "curator", "both", "off")
 
 
-def writers_of(channel: str) -> tuple[str, ...]:
-    """The writers a channel runs, in order."""
-    return {"extractor": ("extractor",), "curator": ("curator",), "both": ("extractor", "curator")}.get(channel, ())
 
 
 @dataclass

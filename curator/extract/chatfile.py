@@ -92,3 +92,14 @@ def _plain(records: list[tuple[int, dict[str, Any]]], source: str) -> ChatFile:
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+def chat_messages(path: Path) -> list[Message]:
+    """The file's messages; a file with no user or assistant message is refused (ingesting it would clear the
+    chat's memory)."""
+    messages = read_chat(path).messages
+    if not any(m.role in ("user", "assistant") for m in messages):
+        raise ChatFileError(f"{path}: the file holds no chat messages (only a header or system lines)",
+                            "Nothing was changed. Check that this is the chat file you meant; ingesting it would "
+                            "clear the chat's memory.")
+    return messages

@@ -17,8 +17,7 @@ from pydantic_ai.models import Model
 
 from curator.schemas import Schema, load_schema
 
-from curator.errors import ChatFileError
-from curator.extract.chatfile import read_chat
+from curator.extract.chatfile import chat_messages
 from curator.extract.extractor import ExtractionResult, due_floors
 from curator.llm.access import NO_MODELS, Models
 from curator.llm.records import Usage
@@ -73,17 +72,6 @@ def first_changed_floor(stored: list[Message], incoming: list[Message]) -> int |
     if len(incoming) < len(stored):
         return len(incoming)
     return None
-
-
-def chat_messages(path: Path) -> list[Message]:
-    """The file's messages; a file with no user or assistant message is refused (ingesting it would clear the
-    chat's memory)."""
-    messages = read_chat(path).messages
-    if not any(m.role in ("user", "assistant") for m in messages):
-        raise ChatFileError(f"{path}: the file holds no chat messages (only a header or system lines)",
-                            "Nothing was changed. Check that this is the chat file you meant; ingesting it would "
-                            "clear the chat's memory.")
-    return messages
 
 
 async def ingest(store: Store, chat_id: str, path: str | Path, settings: Settings, *,

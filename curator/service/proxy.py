@@ -30,8 +30,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from curator.errors import CuratorError, RollbackRefused
+from curator.errors import ChatExists, CuratorError, RollbackRefused
 from curator.store.messages import Message
+from curator.store.store import utc_now
 from curator.service.history_window import HEADER as WINDOW_HEADER, SAVED_HEADER, history_floors, keep_recent_floors
 from curator.service.proxy_guard import allowed, check_chat_id, encode_chat_id, header_chat_id
 from curator.service.proxy_match import (  # noqa: F401
@@ -246,12 +247,7 @@ def _prepare(service: Service, chat_id: str, floors: list[Message], allow: bool 
     """Sync the request's floors (creating the chat on first sight) and recall for its last user message.
     Returns the injection (None when there is nothing to recall for), the floor the request starts at, the sync's
     report (None when nothing was synced) and the name the front end gives the speaker of the reply."""
-    if not service.memory.store.has_chat(chat_id):
-        try:
-            service.memory.create_chat(chat_id, "default")
-        except CuratorError:
-            if not service.memory.store.has_chat(chat_id):  # not a lost race with another request
-                raise
+    _ensure_chat(service, chat_id)
     if not floors:  # a system-only call: memory stays as it is, and its answer is no floor
         return None, len(service.memory.store.messages(chat_id)), None, ""
     with service.writer(chat_id):  # nothing replaced or emptied without intent (proxy_guard)
@@ -267,6 +263,22 @@ def _prepare(service: Service, chat_id: str, floors: list[Message], allow: bool 
             start, report, name)
 
 
+def _ensure_chat(service: Service, chat_id: str) -> None:
+    """Create the chat a request names on first sight (default schema), and say so: in the log ("created chat X")
+    and in the chat's events, which the panel's overview shows. A typo in a chat id is a new chat, so it must be
+    seen."""
+    if service.memory.store.has_chat(chat_id):
+        return
+    try:
+        service.memory.create_chat(chat_id, "default")
+    except ChatExists:  # another request created it meanwhile
+        return
+    log.info("proxy: created chat %s (a request named a chat id this service did not have; schema default)",
+             chat_id)
+    service.event_log.add(chat_id, {"at": utc_now(), "event": "created", "by": "proxy",
+                                    "note": "a request named a chat id this service did not have"})
+
+
 def _own_model(service: Service, chat_id: str, config: ProxyConfig, model: str) -> None:
     """With no extraction model configured, a chat's memory is written by its own upstream model: the one its
     requests name, at the proxy's upstream (with its key variable). Kept in the chat's settings (`model`)."""
@@ -276,12 +288,7 @@ def _own_model(service: Service, chat_id: str, config: ProxyConfig, model: str) 
     if (service.models.extract is not None or "default" in settings.profiles
             or not settings.extraction.upstream_fallback):
         return
-    if not service.memory.store.has_chat(chat_id):
-        try:
-            service.memory.create_chat(chat_id, "default")
-        except CuratorError:
-            if not service.memory.store.has_chat(chat_id):
-                raise
+    _ensure_chat(service, chat_id)
     own = {"base_url": config.upstream, "model": model, **({"api_key_env": config.key_env} if config.key_env else {})}
     with service.writer(chat_id):
         model_update(service, chat_id, own)

@@ -8,33 +8,14 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from curator.errors import CuratorError, MissingExtra
+from curator.vectors.profile import DEFAULT_LOCAL_MODEL, EmbeddingProfile  # noqa: F401 - re-exported
 
-DEFAULT_LOCAL_MODEL = "e5-joined"
 USE_THREADS = 1
-
-
-class EmbeddingProfile(BaseModel):
-    """Which embedder a chat's vector index uses. Recorded with the index: a change means a full re-embed."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    provider: Literal["local", "openai", "cohere"] = "local"
-    model: str = DEFAULT_LOCAL_MODEL
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    dimension: int | None = Field(default=None, ge=1)  # for endpoints that can shorten vectors
-    batch_size: int = Field(default=64, ge=1, le=2048)
-    timeout: float = Field(default=60.0, gt=0)
-
-    @property
-    def key(self) -> str:
-        """Identifies the vector space: vectors made under different keys are not comparable."""
-        return f"{self.provider}:{self.model}:{self.dimension or ''}"
 
 
 class Embedder(Protocol):

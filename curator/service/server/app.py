@@ -44,14 +44,17 @@ class ServiceConfig:
     site: SitePolicy = field(default_factory=SitePolicy)  # Host / Origin allow-lists (request_guard)
     proxy_max_rollback: int | None = None  # a cap on the floors a proxy request may roll back (None: no cap)
     upstream_timeout: float = 600.0  # seconds the proxy waits for the upstream
+    request_log: bool = False  # a line per request on the `curator.requests` logger (`serve` without --quiet)
 
 
-def _start_warm_up(memory: Memory) -> None:
+def _start_warm_up(memory: Memory) -> threading.Thread | None:
     try:  # the settings are read here, in the server's thread
         profile = memory.settings.embedding
     except Exception:  # a bad config.yaml: the first request that needs it reports it, as before
-        return
-    threading.Thread(target=_warm_up, args=(profile,), name="curator-warm-up", daemon=True).start()
+        return None
+    thread = threading.Thread(target=_warm_up, args=(profile,), name="curator-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def _warm_up(profile: EmbeddingProfile) -> None:
@@ -82,9 +85,11 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service.jobs.recover()  # jobs a crash interrupted: resumed, or failed visibly
-        _start_warm_up(memory)
+        warming = _start_warm_up(memory)
         yield
         service.jobs.shutdown(wait=True)
+        if warming is not None:  # a model half loaded at exit aborts the process (onnxruntime's threads)
+            warming.join(timeout=60)
 
     # FastAPIOffline: /docs and /redoc load their scripts from the package (fastapi-offline), not from a CDN
     app = FastAPIOffline(title="memory-curator", version=__version__, lifespan=lifespan,
@@ -93,6 +98,10 @@ def create_app(memory: Memory, config: ServiceConfig | None = None) -> FastAPI:
     app.state.service = service
     app.state.service_token = config.token
     app.add_middleware(GuardMiddleware, token=config.token, limits=config.limits, policy=config.site)
+    if config.request_log:  # outermost: refusals are logged too
+        from curator.service.request_log import RequestLog
+
+        app.add_middleware(RequestLog)
     from curator.service.server.errors import ERROR_RESPONSES
 
     for module in (routes_chats, routes_graph, routes_work, routes_frontends, routes_events, routes_trash,

@@ -33,9 +33,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from curator.errors import CuratorError
+from curator.service.bind import LOOPBACK_NAMES
 from curator.service.server.security import error_body
 
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 CORS_METHODS = "GET, POST, PUT, PATCH, DELETE"
 CORS_HEADERS = ("authorization, content-type, x-curator-client, x-curator-chat, x-curator-kind, "
                 "x-curator-allow-rollback, x-curator-history-floors")

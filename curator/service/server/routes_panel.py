@@ -60,7 +60,11 @@ def overview(chat_id: str, service: ServiceDep) -> dict[str, Any]:
     log = service.recall_log
     return {
         "chat": {"id": chat.id, "schema": chat.schema.name, "types": list(chat.schema.types),
-                 "settings": chat.settings, "floors": floors, "graph_version": memory.store.graph_version(chat_id)},
+                 "settings": chat.settings, "floors": floors, "graph_version": memory.store.graph_version(chat_id),
+                 "created_at": chat.created_at,
+                 # who made it, when this service did (the proxy creates a chat a request names on first sight)
+                 "created_by": next((e["by"] for e in service.event_log.of(chat_id) if e.get("event") == "created"),
+                                    None)},
         "stats": {**stats, "isolated": isolated,
                   # the share of active nodes linked to nothing: memory that recall can only reach by itself
                   "fragmentation": round(isolated / active, 4) if active else 0.0},

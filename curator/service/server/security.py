@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import threading
 import time
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from curator.errors import CuratorError
+from curator.service.bind import check_bind, is_loopback  # noqa: F401 - re-exported
 
 OPEN_PATHS = {"/api/v1/health", "/"}  # answered without a token (liveness checks; `/` redirects to the panel)
 # The panel's static files hold no data (everything it shows comes from the API with the token), and a browser
@@ -27,24 +26,6 @@ class Limits:
     max_body_bytes: int = 8 * 1024 * 1024
     rate_per_minute: int = 0  # requests per client address; 0 = no limit
     burst: int = 60
-
-
-def is_loopback(host: str) -> bool:
-    """Only 127.0.0.0/8, ::1 and `localhost` are this machine alone; "" and 0.0.0.0 mean every interface."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse to listen beyond this machine without a token."""
-    if not is_loopback(host) and not token:
-        where = host or "every interface (an empty --host)"
-        raise CuratorError(f"refusing to serve on {where} without a bearer token",
-                           "Set --token (or $CURATOR_TOKEN), or bind to 127.0.0.1.")
 
 
 def error_body(status: int, code: str, message: str, hint: str = "") -> JSONResponse:

@@ -33,7 +33,7 @@ def options_json(data_dir: str, store: str | None, config: ServiceConfig) -> str
         "site": {"bind_host": site.bind_host, "allowed_hosts": list(site.allowed_hosts),
                  "allowed_origins": list(site.allowed_origins)},
         "proxy_max_rollback": config.proxy_max_rollback, "upstream_timeout": config.upstream_timeout,
-        "job_lease": config.job_lease})
+        "job_lease": config.job_lease, "request_log": config.request_log})
 
 
 def app_factory() -> FastAPI:
@@ -48,5 +48,9 @@ def app_factory() -> FastAPI:
                            site=SitePolicy(site["bind_host"], tuple(site["allowed_hosts"]),
                                            tuple(site["allowed_origins"])),
                            proxy_max_rollback=options["proxy_max_rollback"],
-                           upstream_timeout=options["upstream_timeout"], job_lease=options["job_lease"])
+                           upstream_timeout=options["upstream_timeout"], job_lease=options["job_lease"],
+                           request_log=options.get("request_log", False))
+    from curator.service.request_log import configure
+
+    configure(quiet=not config.request_log)
     return create_app(Memory(options["data"], store=options["store"]), config)

@@ -25,6 +25,9 @@ export async function render(ctx, section) {
       h("div", { class: "box" }, h("h2", {}, "Status"),
         h("dl", { class: "fields" },
           h("dt", {}, "chat"), h("dd", {}, `schema ${o.chat.schema}; ${o.chat.types.length} types; graph version ${o.chat.graph_version}; extraction channel ${o.chat.settings.channel || "builtin"}`),
+          o.chat.created_by === "proxy" ? h("dt", {}, "created") : null,
+          o.chat.created_by === "proxy" ? h("dd", { class: "notice", id: "overview-created" },
+            `by the proxy at ${o.chat.created_at}: a request named this chat id and there was no such chat yet (a misspelt id makes a new chat)`) : null,
           h("dt", {}, "vectors"), h("dd", { class: v.ok && !v.stale_profile ? "" : "error" },
             v.ok ? `${num(v.indexed)} of ${num(v.nodes)} nodes indexed (profile ${v.profile || "none yet"}${v.stale_profile ? `, stale: current is ${v.current_profile}` : ""})`
               : `unavailable: ${v.error}`),
