@@ -105,21 +105,37 @@ def _bag_of_words(body: dict) -> dict:
     return {"object": "list", "model": "bow", "data": rows, "usage": {"prompt_tokens": 1, "total_tokens": 1}}
 
 
-def test_demo_shows_progress_while_it_embeds(tmp_path):
+def test_demo_shows_what_the_model_receives_at_each_turn_and_never_a_later_floor(tmp_path):
     # The embedder is a fake endpoint, so the demo's work is small and fixed whatever the machine's load; the
     # bundled embedders' speed is measured in bench/, not asserted here.
     with FakeOpenAI(_bag_of_words) as fake:
         (tmp_path / "config.yaml").write_text(
             f"embedding: {{provider: openai, model: bow, base_url: '{fake.base_url}'}}\n",
             encoding="utf-8")
-        proc = run("demo", data=tmp_path)
+        proc = run("demo", "--turns", "20,46,58", data=tmp_path)
         embedded = sum(len(r["input"]) for r in fake.requests)
-    assert "Silas Marrow" in proc.stdout and "Recall" in proc.stdout
     assert "embedding the example's memory for recall with openai:bow" in proc.stderr
-    # the bar moves in steps of 8 documents (not one 0/? bar and a long silence) and ends full
+    # the bar ends full (the memory written by floor 20), and later commits embed their own nodes
     done = re.search(r"(\d+)/(\d+) documents", proc.stderr)
-    assert done and done[1] == done[2] and int(done[1]) >= 27
-    assert len(fake.requests) >= int(done[1]) // 8 and embedded >= int(done[1])
+    assert done and done[1] == done[2] and int(done[1]) >= 5 and embedded >= 27
+    # at each turn, the text the model receives holds memory from the floors before it only
+    turns = re.split(r"\nFloor (\d+), ", proc.stdout)[1:]
+    assert [int(f) for f in turns[0::2]] == [20, 46, 58]
+    for floor, shown in zip(map(int, turns[0::2]), turns[1::2], strict=True):
+        block = "\n".join(line for line in shown.splitlines() if line.startswith("│"))
+        assert "[Memory: always kept]" in block
+        cited = [int(n) for a, b in re.findall(r"floors? (\d+)(?:-(\d+))?", block) for n in (a, b) if n]
+        assert cited and max(cited) < floor, (floor, max(cited))
+    assert "Silas Marrow" not in turns[1] and "Silas Marrow" in turns[5]  # named once the chat has named him
+    assert "Silas Marrow" in proc.stdout.split("The memory at the end of the chat")[1]  # the whole graph last
+
+
+def test_the_demo_leaves_no_temporary_folder(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    out = json.loads(run("demo", "--json", env={"TMPDIR": str(scratch)}).stdout)
+    assert out["data_dir"] is None and out["stats"]["nodes_active"] == 18 and out["stats"]["edges"] == 38
+    assert list(scratch.iterdir()) == []
 
 
 def test_ingest_and_curate_without_a_model_stop_before_creating_anything(tmp_path):

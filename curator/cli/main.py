@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from curator.cli import console
-from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_channel_models, state
+from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_channel_models
 from curator.errors import CuratorError
-from curator.paths import example_file
 
 if TYPE_CHECKING:
     from curator.api.memory import Memory
@@ -378,63 +377,6 @@ def _floor_range(text: str) -> tuple[int, int]:
         raise CuratorError(f"bad floor range {text!r}", "Write it as A-B, e.g. 10-40.") from None
 
 
-@app.command()
-@reported
-def demo(json_: JsonOpt = False) -> None:
-    """Load the bundled example chat and its memory graph, and print the graph (no LLM, no network)."""
-    from curator.api.memory import Memory
-    from curator.settings import load_settings
-
-    import tempfile
-
-    target: Path = state["data"] or Path(tempfile.mkdtemp(prefix="curator-demo-"))
-    chat_id = "lantern-road"
-    settings = load_settings(target)
-    # Batches of 32: the bar still moves a few times, and e5 costs a third more CPU per text in batches of 8.
-    settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(update={"batch_size": 32})})
-    with Memory(target, settings, store=state["store"]) as memory:
-        if chat_id in memory.chats():
-            memory.store.delete_chat(chat_id)
-        record = memory.import_(chat_id, example_file("lantern_road.graph.json"))
-        floors = memory.load_chat_file(chat_id, example_file("lantern_road.jsonl"))
-        graph = memory.graph(chat_id)
-        if json_:
-            console.print_json({"data_dir": str(target), "chat": chat_id, "floors": floors, "commit": record.id,
-                                "stats": graph.stats()})
-            return
-        console.out.print(f"[bold]memory-curator demo[/]: the example chat ({floors} floors) and its memory, "
-                          f"in {target}\n")
-        console.print_graph(chat_id, graph, memory.chat(chat_id).schema)
-        _embed_with_progress(memory, chat_id)
-        messages = memory.store.messages(chat_id)
-        console.out.print("\n[bold]Recall[/] for a few user turns of the chat (hybrid, no LLM):")
-        for floor in DEMO_TURNS:
-            if floor < len(messages):
-                injection = memory.recall(chat_id, messages[floor].text, user_floor=floor)
-                console.print_injection(injection, title=f"floor {floor}: {messages[floor].text[:90]}")
-        console.out.print(f"\nTry: curator --data {target} recall --chat {chat_id} --query \"what does Eileen owe\"")
-
-
-DEMO_TURNS = (20, 38, 46)
-
-
-def _embed_with_progress(memory: Memory, chat_id: str) -> None:
-    """Recall needs the graph's vectors: embed them first, with a bar (the local model loads on first use)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    profile = memory.settings.embedding
-    console.err.print(f"embedding the example's memory for recall with {profile.provider}:{profile.model} "
-                      "(once per data directory; the model loads on first use)")
-    with Progress(TextColumn("[bold]embedding"), BarColumn(), MofNCompleteColumn(), TextColumn("documents"),
-                  TimeElapsedColumn(), console=console.err) as progress:
-        task = progress.add_task("embed", total=None)
-        report = memory.rebuild_vectors(chat_id, progress=lambda done, total: progress.update(task, completed=done,
-                                                                                              total=total))
-    if report.failed:
-        raise CuratorError(f"embedding failed for {len(report.failed)} node(s): {next(iter(report.failed.values()))}",
-                           "Check the `embedding` profile in config.yaml (`curator vectors status` shows it).")
-
-
 def main() -> None:
     app()
 
@@ -442,7 +384,7 @@ def main() -> None:
 # The other command modules register their commands on `app` when imported (after it is complete).
 from curator.cli import curate as cli_curate, maintain as cli_maintain, serve as cli_serve  # noqa: E402, F401
 from curator.cli import history_cmd as cli_history, settings_cmd as cli_settings, store_cmd as cli_store  # noqa: E402, F401
-from curator.cli import sillytavern as cli_sillytavern  # noqa: E402, F401
+from curator.cli import demo as cli_demo, sillytavern as cli_sillytavern  # noqa: E402, F401
 from curator.cli import story_cmd as cli_story  # noqa: E402, F401
 
 if __name__ == "__main__":
