@@ -170,3 +170,18 @@ def test_warm_up_loads_a_local_profiles_models_and_leaves_remote_ones_alone(monk
     assert "static-e5/e5-query" in embeddings._Local._models
     remote = embeddings.EmbeddingProfile(provider="openai", model="m", base_url="http://127.0.0.1:9/v1")
     assert not embeddings.warm_up(remote)  # no client made, no call: nothing listens on port 9
+
+
+def test_a_batch_spread_over_threads_gives_the_vectors_of_one_thread(monkeypatch):
+    """A build embeds each batch on every core (onnxruntime lets go of the GIL); each text still runs alone, so
+    its vector does not depend on that."""
+    runtime = _runtime()
+    texts = _chat_lines()[:24]
+    monkeypatch.setenv("CURATOR_EMBED_THREADS", "1")
+    one = runtime.passage(texts)
+    monkeypatch.setenv("CURATOR_EMBED_THREADS", "3")
+    spread = runtime.passage(texts)
+    assert np.array_equal(one, spread)
+    import curator.vectors.e5_runtime as e5_runtime
+
+    assert e5_runtime._POOL is not None and e5_runtime._POOL._max_workers == 3  # it did run on three threads

@@ -166,3 +166,34 @@ def test_chroma_server_over_loopback(memory, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_sync_stopped_midway_is_taken_up_where_it_stopped(memory):
+    """Ctrl-C (or a crash) during a long build: what was written to Chroma is saved batch by batch, so the next
+    sync embeds only the rest, and ends where an uninterrupted one does."""
+    from curator.store.messages import Message
+
+    for chat in ("long", "clean"):
+        memory.create_chat(chat, "default")
+        memory.set_messages(chat, [Message("assistant", "Mira", f"Mira counted {n} silver fish at the dock.")
+                                   for n in range(24)])
+        memory.commit(chat, [{"op": "create_node", "id": f"e{n}", "type": "event", "title": f"Summary {n}",
+                              "fields": {"summary": f"Mira counted {n} silver fish."}, "floor_from": n, "floor_to": n}
+                             for n in range(24)], 23)
+    first = VectorIndex(memory.store, EmbeddingProfile(batch_size=4))
+    seen: list[int] = []
+
+    def stop_after_four_batches(done: int, total: int) -> None:
+        seen.append(done)
+        if len(seen) == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        first.sync("long", full=True, progress=stop_after_four_batches)
+    second = VectorIndex(memory.store, EmbeddingProfile(batch_size=4))  # as the next process would
+    report = second.sync("long")
+    assert report.embedded + report.sources_embedded == 48 - 16  # 24 nodes and 24 sources; 4 batches of 4 kept
+    assert second.sync("long").embedded == 0 and second.status("long")["indexed"] == 24
+    second.sync("clean")  # the same chat, built in one go
+    assert second._state("long") == second._state("clean")
+    assert second.query("long", "counted 21 silver fish", k=1)[0][0] == "e21"

@@ -340,8 +340,14 @@ def vectors_rebuild(
         disable=json_,
     ) as progress:
         task = progress.add_task("embed", total=None)
-        report = memory.rebuild_vectors(chat, full=full, floors=span,
-                                        progress=lambda done, total: progress.update(task, completed=done, total=total))
+        try:
+            report = memory.rebuild_vectors(chat, full=full, floors=span, progress=lambda done, total: progress.update(
+                task, completed=done, total=total))
+        except KeyboardInterrupt:  # what was written is saved batch by batch (`VectorIndex._checkpoint`)
+            progress.stop()
+            console.err.print(f"interrupted: the vectors written so far are kept; `curator vectors rebuild --chat "
+                              f"{chat}` (without --full) goes on from there", highlight=False)
+            raise typer.Exit(130) from None
     if json_:
         console.print_json(report.to_dict())
         return

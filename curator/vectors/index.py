@@ -18,7 +18,7 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -208,7 +208,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         nodes = self.store.graph(chat_id).nodes(archived=None)
         vanished = sorted(set(hashes) - {n.id for n in nodes})
         kept, _ = self._reconcile(chat_id, chat.schema, nodes, self.message_lines(chat_id), hashes, vanished, floors,
-                                  report, progress)
+                                  report, progress, resumable=True)
         if full or profile_key is None or kept != hashes:  # a sync that changed nothing writes nothing
             self._save_state(chat_id, kept, None if report.failed else stamp)
         self._known[chat_id] = (stamp, kept, set(report.failed))
@@ -297,7 +297,7 @@ class VectorIndex(VectorSearch, VectorWrites):
     def _reconcile(self, chat_id: str, schema: Schema, nodes: list[Node], lines: dict[int, str],
                    hashes: dict[str, Hashes], vanished: list[str], floors: tuple[int, int] | None,
                    report: SyncReport, progress: Progress | None, leaves: AbstractSet[str] = frozenset(),
-                   stage: bool = False) -> tuple[dict[str, Hashes], Batch | None]:
+                   stage: bool = False, resumable: bool = False) -> tuple[dict[str, Hashes], Batch | None]:
         """Embed what is new or changed among `nodes`, update what only moved, delete `vanished`; returns the
         hashes the nodes now have, and the batch of staged writes when `stage` and the changes fit one (else they
         went to Chroma). An archived leaf's source is combined only when its messages are embedded already, or
@@ -347,9 +347,32 @@ class VectorIndex(VectorSearch, VectorWrites):
             report.deleted = len(vanished)
         if source_gone:
             sink.delete(SOURCES, source_gone)
-        self._write(chat_id, sink, items, source_items, to_update, lines, report, kept, progress)
+        checkpoint = self._checkpoint(chat_id, hashes, kept) if resumable and staged is None else None
+        self._write(chat_id, sink, items, source_items, to_update, lines, report, kept, progress, checkpoint)
         self.embedded_total += report.embedded + report.messages_embedded
         return kept, staged
+
+    def _checkpoint(self, chat_id: str, hashes: Mapping[str, Hashes],
+                    kept: dict[str, Hashes]) -> Callable[[list[str], list[str]], None]:
+        """After each batch a long sync writes to Chroma, the hashes of what it wrote, so a sync stopped midway
+        (Ctrl-C, a crash) is taken up by the next one where it stopped: a node whose vector is written has its
+        content hash, one whose source vector is written its source hash; the rest keep what they had."""
+        saved = {i: hashes[i] for i in kept if i in hashes}
+
+        def checkpoint(nodes: list[str], sources: list[str]) -> None:
+            changed: dict[str, Hashes] = {}
+            for node_id in nodes:
+                content, meta, _ = kept[node_id]
+                changed[node_id] = (content, meta, saved.get(node_id, (None, None, ""))[2])
+            for node_id in sources:
+                content, meta, _ = changed.get(node_id) or saved.get(node_id, (None, None, ""))
+                changed[node_id] = (content, meta, kept[node_id][2])
+            if changed:
+                saved.update(changed)
+                with self.store.transaction(chat_id) as conn:
+                    vector_rows.replace_hashes(conn, chat_id, [], _columns(changed))
+
+        return checkpoint
 
     def unsourced(self, chat_id: str, node_ids: Iterable[str]) -> list[str]:
         """Those of `node_ids` that have no source vector now (as far as this process's last sync knows)."""

@@ -102,9 +102,11 @@ class VectorWrites:
     def _write(self, chat_id: str, sink: Sink, items: list[tuple[Node, str]],
                source_items: list[tuple[Node, list[int], str]], to_update: list[tuple[Node, str]],
                lines: dict[int, str], report: SyncReport, kept: dict[str, Hashes],
-               progress: Callable[[int, int], None] | None) -> None:
+               progress: Callable[[int, int], None] | None,
+               checkpoint: Callable[[list[str], list[str]], None] | None = None) -> None:
         """Embed `items` (node, document) as node vectors, combine `source_items` (node, floors, source) into
-        source vectors, and give `sink` the metadata of `to_update` (node, document), in batches."""
+        source vectors, and give `sink` the metadata of `to_update` (node, document), in batches. `checkpoint`
+        is told, after each batch, the nodes whose vector and whose source vector it wrote."""
         if to_update:
             sink.update(NODES, [n.id for n, _ in to_update], [node_metadata(n) for n, _ in to_update])
         size, total = self.profile.batch_size, len(items) + len(source_items)
@@ -115,11 +117,14 @@ class VectorWrites:
             combined = self._combine(chat_id, source_items[max(0, start - len(items)):max(0, end - len(items))],
                                      lines, report, kept)
             report.sources_embedded += len(combined)
+            written: dict[str, list[str]] = {NODES: [], SOURCES: []}
             for kind, done in ((NODES, [(item[0], v) for item, v in embedded]),
                                (SOURCES, [(item[0], v) for item, v in combined])):
                 if done:
-                    sink.upsert(kind, [n.id for n, _ in done], [v for _, v in done],
-                                [node_metadata(n) for n, _ in done])
+                    written[kind] = [n.id for n, _ in done]
+                    sink.upsert(kind, written[kind], [v for _, v in done], [node_metadata(n) for n, _ in done])
+            if checkpoint is not None:
+                checkpoint(written[NODES], written[SOURCES])
             if progress:
                 progress(end, total)
         report.updated_metadata = len(to_update)
