@@ -100,7 +100,8 @@ def commands(data: Path, repeat: int, env: dict) -> list[dict]:
         busy = str(holder.getsockname()[1])
         cases = [("--help", ["--help"], 0), ("chats", ["chats"], 0), ("show", ["show", "--chat", "road"], 0),
                  ("error: a file that is no chat", ["ingest", str(not_a_chat), "--chat", "x"], 1),
-                 ("error: ingest without a model", ["ingest", str(example_file("lantern_road.jsonl")), "--chat", "x"], 1),
+                 ("error: ingest without a model",
+                  ["ingest", str(example_file("lantern_road.jsonl")), "--chat", "x"], 1),
                  ("error: recall of a missing chat", ["recall", "--chat", "nope", "--query", "who"], 1),
                  ("error: show of a missing chat", ["show", "--chat", "nope"], 1),
                  ("error: serve on a busy port", ["serve", "--port", busy], 1)]

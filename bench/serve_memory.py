@@ -12,7 +12,6 @@ last one, the highest, and the change, and the CPU seconds per recall.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -116,7 +115,8 @@ def main() -> None:
                 + f"\nRSS after {r['params']['warm']:,} warm-up recalls {res['after_warm_up_mb']} MB, after "
                   f"{r['params']['recalls']:,} more {res['last_mb']} MB ({res['change_pct']:+.2f}%), highest "
                   f"{res['peak_mb']} MB ({res['peak_over_warm_pct']:+.2f}%); {res['cpu_ms_per_recall']} ms of the "
-                  f"service's CPU per recall (HTTP included); load {', '.join(f'{x:.2f}' for x in r['params']['load'])}")
+                  f"service's CPU per recall (HTTP included); load "
+                  f"{', '.join(f'{x:.2f}' for x in r['params']['load'])}")
 
     emit(args, report, render)
 

@@ -36,7 +36,8 @@ def replay(graph: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
             children[node["parent"]].append(node)
     ops: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for node in sorted(nodes, key=lambda n: (n["floor_to"], n["level"], n["id"])):
-        ops[node["floor_to"]].append({"op": "create_node", **{k: node[k] for k in _NODE_KEYS if node.get(k) is not None}})
+        fields = {k: node[k] for k in _NODE_KEYS if node.get(k) is not None}
+        ops[node["floor_to"]].append({"op": "create_node", **fields})
         for child in children[node["id"]]:  # a summary folds the events under it
             ops[node["floor_to"]].append({"op": "update_node", "id": child["id"], "parent": node["id"]})
             if child["archived"]:
@@ -69,7 +70,8 @@ def demo(
     try:
         shown = sorted({int(t) for t in turns.split(",") if t.strip()})
     except ValueError:
-        raise CuratorError(f"--turns {turns!r} is not a list of floors", "Give floors, e.g. --turns 20,46,58.") from None
+        raise CuratorError(f"--turns {turns!r} is not a list of floors",
+                           "Give floors, e.g. --turns 20,46,58.") from None
     if state["data"]:
         _demo(Path(state["data"]), shown, json_, kept=True)
         return
