@@ -95,6 +95,9 @@ def time_queries(memory, chats: list[str], queries: list[str], rng: random.Rando
         for _ in range(MIRROR_AFTER if len(chats) == 1 else 1):
             memory.recall(chat, queries[0])
     memory.index.mirrors.wait()
+    recaller = getattr(getattr(memory, "_core", memory), "_recaller", None)
+    if hasattr(recaller, "wait_loaded"):  # a chat recalled this often has its whole state loaded in the background
+        recaller.wait_loaded()
     copies = memory.index.mirrors.loads[loaded:]
     for query in queries:
         chat = rng.choice(chats)
