@@ -400,7 +400,8 @@ def test_a_new_process_takes_the_index_up_at_its_stamp_and_syncs_what_changed_si
     monkeypatch.setattr(GraphView, "nodes", whole_graph)
     fresh = VectorIndex(memory.store, index.profile)
     report = fresh.sync("road")
-    assert (report.embedded, report.sources_embedded, report.unchanged) == (1, 1, 4)  # ev2; ev4 keeps its text, not its source
+    # ev2; ev4 keeps its text, not its source
+    assert (report.embedded, report.sources_embedded, report.unchanged) == (1, 1, 4)
     assert fresh.sync("road").unchanged == 5
     monkeypatch.undo()
     assert fresh.query("road", "lost lantern", 1)[0][0] == "ev2"

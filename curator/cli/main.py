@@ -13,7 +13,6 @@ from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, requi
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:
-    from curator.api.memory import Memory
     from curator.extract.channel import FloorResult
     from curator.store.exchange import ImportMode
 

@@ -33,7 +33,8 @@ from curator.vectors.documents import SOURCE_SPAN, node_document, source_documen
 LEXICON_VERSION = 1  # bump when what a document is made of changes in a way `lexicon_format` cannot see
 NODES, SOURCES = "n", "s"
 COMPACT_SHARE, COMPACT_MIN = 0.10, 512  # documents changed since the snapshot that make a new one
-_PROBES = ("Eileen's paintings were running; she didn't pay 3 crowns!", "北京大学的学生 走了", "Ünïcode ＦＵＬＬ Straße",
+_PROBES = ("Eileen's paintings were running; she didn't pay 3 crowns!", "北京大学的学生 走了",
+           "Ünïcode ＦＵＬＬ Straße",
            "studies flies carried happily hopped buses analysis", "the a an I'd we'll x y 42 1,000.5 snake_case")
 
 

@@ -134,7 +134,8 @@ class RecallReads:
             return found
         for chunk in _chunks(sorted(names)):
             for name, node_id in self.conn.execute(
-                    f"SELECT n.name, n.node_id FROM node_names n JOIN nodes d ON d.chat_id=n.chat_id AND d.id=n.node_id "
+                    f"SELECT n.name, n.node_id FROM node_names n JOIN nodes d ON d.chat_id=n.chat_id "
+                    f"AND d.id=n.node_id "
                     f"WHERE n.chat_id=? AND n.name IN ({_marks(chunk)}) AND d.type IN ({_marks(types)})",
                     (self.chat_id, *chunk, *types)):
                 found.setdefault(name, set()).add(node_id)

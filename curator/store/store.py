@@ -72,7 +72,8 @@ class Store:
         self.conn  # noqa: B018 - open (and migrate) now, so a bad data directory fails here
         # Called with the chat id after every commit, rollback or rebuild has landed (derived state follows).
         self.on_change: list[Callable[[str], None]] = []
-        self.changes = ChangeLog(lambda: self.conn)  # what each write touched, so derived state can follow it incrementally
+        # what each write touched, so derived state can follow it incrementally (the store's copy on this connection)
+        self.changes = ChangeLog(lambda: self.conn)
         self.retention = Retention()  # how long the trash keeps reverted batches (Memory sets it from the settings)
 
     def _changed(self, chat_id: str) -> None:

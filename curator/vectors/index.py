@@ -145,7 +145,8 @@ class VectorIndex(VectorSearch, VectorWrites):
         know whether there is any: Chroma returns fewer than `n_results` when it has fewer)."""
         found = self._counts.get((chat_id, kind))
         if found is None:  # the store's hashes say whether there is any (Chroma's count took 0.3 s at 100k nodes)
-            found = self._counts[(chat_id, kind)] = int(vector_rows.has_vectors(self.store.conn, chat_id, kind == SOURCES))
+            found = int(vector_rows.has_vectors(self.store.conn, chat_id, kind == SOURCES))
+            self._counts[(chat_id, kind)] = found
         return found
 
     def _stamp(self, chat_id: str) -> Stamp:
@@ -229,7 +230,8 @@ class VectorIndex(VectorSearch, VectorWrites):
         self.pending.evict(chat_id)
         self.pending.rows(chat_id)  # read now, so that closing writes what another process left staged
         self.mirrors.evict(chat_id)
-        self._known[chat_id] = ((stamp[0], int(graph_version), int(messages_version)), StoredHashes(self.store, chat_id),
+        self._known[chat_id] = ((stamp[0], int(graph_version), int(messages_version)),
+                                StoredHashes(self.store, chat_id),
                                 set())
         self._saved_stamps[chat_id] = state[1]
         return True
