@@ -42,9 +42,10 @@ def _extractor() -> FunctionModel:
     return FunctionModel(answer)
 
 
-@pytest.fixture(scope="module")
-def story(tmp_path_factory):
-    data = tmp_path_factory.mktemp("validity") / "data"
+@pytest.fixture  # per test: on the PostgreSQL run each test gets its own schema (conftest), so a module's store
+# would be written on SQLite and read on an empty PostgreSQL schema
+def story(tmp_path):
+    data = tmp_path / "data"
     with curator.open(data) as memory:
         memory.create_chat("mira", "default", settings={"maintenance": {"auto": False}})
         memory.set_messages("mira", _story())
