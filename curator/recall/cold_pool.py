@@ -7,6 +7,7 @@ persistent; documents, story days and scenes are those of the recallable, folded
 
 from __future__ import annotations
 
+from curator.recall.entities import is_bare
 from curator.recall.scoring import top_ancestor
 from curator.recall.state import cached_day
 from curator.store.graph import Node
@@ -26,6 +27,7 @@ class ColdPool:
         self.nodes, self.leaves, self.leaf_nodes = _Recallable(self), _Leaves(self), _LeafNodes(self)
         self.documents, self.scenes, self.folded = _Documents(self), _Scenes(self), _Folded(self)
         self.days = _Flag(lambda: state.flag("labels"))  # date_bonus asks only whether any node may be dated
+        self.entities, self._bare = _Entities(self), {}  # as `Pool.entities`: worked out per candidate asked about
 
     # ---- who is in it -------------------------------------------------------------------------
     def _within(self, floor_to: int) -> bool:
@@ -152,6 +154,20 @@ class _Documents(_View):
             if not pool.scored(node_id):
                 return default
             found = pool._documents[node_id] = node_document(pool.state.nodes[node_id], pool.state.schema)
+        return found
+
+
+class _Entities(_View):
+    """A recallable node that is not of an event type -> whether its document is its names alone."""
+
+    def get(self, node_id: str, default=None):
+        pool = self.pool
+        found = pool._bare.get(node_id)
+        if found is None:
+            node = pool.state.nodes.get(node_id)
+            if node is None or node.type in pool.event_types or not pool.recallable(node):
+                return default
+            found = pool._bare[node_id] = is_bare(node, pool.documents[node_id], pool.state.schema)
         return found
 
 
