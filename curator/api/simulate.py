@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from curator.errors import CuratorError
-from curator.extract.channel import writers_of
 from curator.extract.extractor import Extractor, assistant_floors
+from curator.settings import writers_of
 from curator.store.messages import Message
 from curator.store.ops import parse_ops
 from curator.store.queries import GraphView

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,6 +21,11 @@ from curator.cli import console
 from curator.cli.base import JsonOpt, app, reported, state
 from curator.errors import CuratorError
 from curator.paths import example_file
+
+if TYPE_CHECKING:
+    from curator.api.memory import Memory
+    from curator.recall.injection import Injection
+    from curator.store.messages import Message
 
 CHAT = "lantern-road"
 DEMO_TURNS = (20, 46, 58)  # user turns shown: the model's text for the reply to each
@@ -135,7 +140,7 @@ def _demo(target: Path, shown: list[int], json_: bool, kept: bool) -> None:
                               f"curator --data ./demo recall --chat {CHAT} --query \"what does Eileen owe\"")
 
 
-def _print_turn(floor: int, message, injection) -> None:
+def _print_turn(floor: int, message: Message, injection: Injection) -> None:
     from rich.markup import escape
     from rich.panel import Panel
 
@@ -149,7 +154,7 @@ def _print_turn(floor: int, message, injection) -> None:
     console.out.print(Panel(escape(injection.text or "(nothing yet)"), expand=False))
 
 
-def _embed_with_progress(memory, chat_id: str) -> None:
+def _embed_with_progress(memory: Memory, chat_id: str) -> None:
     """Recall needs the graph's vectors: embed them first, with a bar (the local model loads on first use); each
     later commit embeds its own nodes."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -6,13 +6,18 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from curator.cli import console
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported
 from curator.errors import CuratorError, MissingExtra
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from curator.service.server import ServiceConfig
 
 
 @app.command()
@@ -57,7 +62,7 @@ def serve(
         raise MissingExtra("server", "the HTTP service") from exc
     memory = open_memory()  # creates and migrates the store once, before any worker starts
 
-    def config():
+    def config() -> ServiceConfig:
         from curator.service.server import ServiceConfig  # MissingExtra without the `server` extra
         from curator.service.server.request_guard import SitePolicy
         from curator.service.server.security import Limits
@@ -102,7 +107,7 @@ def serve(
                                            log_level="warning"))
     early.on_error = lambda _error: setattr(server, "should_exit", True)
 
-    def load():
+    def load() -> FastAPI:
         from curator.service.server import create_app
 
         warn_if_no_extraction()  # after the banner, while the app loads: the port is already answering
@@ -150,7 +155,7 @@ def sync(
     reverts is kept (`curator history`, `curator undo`); on a terminal it asks before reverting more than a few
     commits (`--yes` skips the question). A file with no chat message is refused."""
     from curator.cli.guards import confirm
-    from curator.extract.ingest import chat_messages
+    from curator.extract.chatfile import chat_messages
 
     messages = chat_messages(file)  # a file cut to its header by a crash would empty the chat: refused
     with open_memory() as memory:

@@ -92,7 +92,7 @@ def extraction_status(memory: Memory, upstream: str | None, key_env: str | None 
         settings = memory.settings
     except CuratorError as exc:
         return {"ok": False, "model": None, "source": None, "warning": f"the settings cannot be read: {exc}"}
-    from curator.extract.channel import writers_of
+    from curator.settings import writers_of
 
     channel = settings.extraction.channel
     writers = writers_of(channel)

@@ -62,7 +62,7 @@ class ChangeLog:
         with self._lock:
             self._graph.setdefault(chat_id, deque(maxlen=KEEP)).append((version, change))
 
-    def messages_changed(self, chat_id: str, version: int, floor: int | None, conn=None) -> None:
+    def messages_changed(self, chat_id: str, version: int, floor: int | None, conn: Connection | None = None) -> None:
         if conn is not None and floor is not None:
             record_messages(conn, chat_id, version, floor)
         with self._lock:
@@ -113,7 +113,7 @@ class ChangeLog:
 # A row per version ("v": the version was recorded; "*": everything changed) and per node ("n") and edge ("e") it
 # touched. A version without its "v" row is one the store cannot say anything about.
 
-def record_graph(conn, chat_id: str, version: int, change: GraphChange | None) -> None:
+def record_graph(conn: Connection, chat_id: str, version: int, change: GraphChange | None) -> None:
     rows = [(chat_id, version, "v", "")]
     if change is None:
         rows.append((chat_id, version, "*", ""))
@@ -124,18 +124,18 @@ def record_graph(conn, chat_id: str, version: int, change: GraphChange | None) -
         conn.execute("DELETE FROM graph_changes WHERE chat_id=? AND version <= ?", (chat_id, version - PERSISTED))
 
 
-def record_messages(conn, chat_id: str, version: int, floor: int) -> None:
+def record_messages(conn: Connection, chat_id: str, version: int, floor: int) -> None:
     conn.execute("INSERT INTO message_changes (chat_id, version, floor) VALUES (?, ?, ?)", (chat_id, version, floor))
     if version % PRUNE_EVERY == 0:
         conn.execute("DELETE FROM message_changes WHERE chat_id=? AND version <= ?", (chat_id, version - PERSISTED))
 
 
-def stored_graph(conn, chat_id: str, known: int, current: int) -> list[GraphChange | None] | None:
+def stored_graph(conn: Connection, chat_id: str, known: int, current: int) -> list[GraphChange | None] | None:
     """The changes of the versions after `known` up to `current` as the store kept them; None when a version is
     missing (trimmed, or written before the store kept changes)."""
     if current < known or current - known > PERSISTED:
         return None
-    found: dict[int, tuple[set, set, list]] = {}
+    found: dict[int, tuple[set[str], set[str], list[str]]] = {}
     for version, kind, item in conn.execute("SELECT version, kind, item FROM graph_changes WHERE chat_id=? AND "
                                             "version > ? AND version <= ?", (chat_id, known, current)):
         nodes, edges, flags = found.setdefault(version, (set(), set(), []))
@@ -151,7 +151,7 @@ def stored_graph(conn, chat_id: str, known: int, current: int) -> list[GraphChan
             for _, (nodes, edges, flags) in sorted(found.items())]
 
 
-def stored_messages(conn, chat_id: str, known: int, current: int) -> list[int] | None:
+def stored_messages(conn: Connection, chat_id: str, known: int, current: int) -> list[int] | None:
     if current < known or current - known > PERSISTED:
         return None
     floors = [r[0] for r in conn.execute("SELECT floor FROM message_changes WHERE chat_id=? AND version > ? AND "

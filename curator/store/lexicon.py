@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from curator.store.dbtypes import Connection
 from curator.store.store import utc_now
 
 
@@ -28,7 +29,7 @@ class LexiconRows:
     tfs: np.ndarray  # int32
 
 
-def read_lexicon(conn, chat_id: str, corpus: str) -> LexiconRows | None:
+def read_lexicon(conn: Connection, chat_id: str, corpus: str) -> LexiconRows | None:
     row = conn.execute("SELECT stamp, format, ids, floors, lengths, terms, offsets, slots, tfs FROM lexicon "
                        "WHERE chat_id=? AND corpus=?", (chat_id, corpus)).fetchone()
     if row is None:
@@ -39,13 +40,13 @@ def read_lexicon(conn, chat_id: str, corpus: str) -> LexiconRows | None:
                        _ints(tfs, np.int32))
 
 
-def lexicon_stamps(conn, chat_id: str) -> dict[str, tuple[str, str]]:
+def lexicon_stamps(conn: Connection, chat_id: str) -> dict[str, tuple[str, str]]:
     """corpus -> (stamp, format) of the chat's snapshots, without their arrays."""
     return {r[0]: (r[1], r[2]) for r in conn.execute("SELECT corpus, stamp, format FROM lexicon WHERE chat_id=?",
                                                      (chat_id,))}
 
 
-def write_lexicon(conn, chat_id: str, corpus: str, rows: LexiconRows) -> None:
+def write_lexicon(conn: Connection, chat_id: str, corpus: str, rows: LexiconRows) -> None:
     conn.execute(
         "INSERT INTO lexicon (chat_id, corpus, stamp, format, docs, ids, floors, lengths, terms, offsets, slots, tfs, "
         "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(chat_id, corpus) DO UPDATE SET "
@@ -58,7 +59,7 @@ def write_lexicon(conn, chat_id: str, corpus: str, rows: LexiconRows) -> None:
          utc_now()))
 
 
-def save_lexicon(conn, chat_id: str, corpus: str, rows: LexiconRows) -> bool:
+def save_lexicon(conn: Connection, chat_id: str, corpus: str, rows: LexiconRows) -> bool:
     """Write the snapshot unless the store holds a newer one of the same format (another process saved while this
     one built); in a transaction of the caller's. Stamps read "created_at|graph version|messages version"."""
     saved = conn.execute("SELECT stamp, format FROM lexicon WHERE chat_id=? AND corpus=?", (chat_id, corpus)).fetchone()
@@ -75,7 +76,7 @@ def _stamp(text: str) -> tuple[str, int, int]:
     return created_at, int(graph_version), int(messages_version)
 
 
-def drop_lexicon(conn, chat_id: str) -> None:
+def drop_lexicon(conn: Connection, chat_id: str) -> None:
     conn.execute("DELETE FROM lexicon WHERE chat_id=?", (chat_id,))
 
 
@@ -83,6 +84,6 @@ def _json(items: list[str]) -> bytes:
     return json.dumps(items, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _ints(blob, dtype) -> np.ndarray:
+def _ints(blob: bytes | memoryview, dtype: type[np.int64] | type[np.int32]) -> np.ndarray:
     kind = "<i8" if dtype == np.int64 else "<i4"
     return np.frombuffer(bytes(blob), dtype=kind).astype(dtype, copy=False)

@@ -9,11 +9,15 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeGuard, get_args
 
 from curator.errors import MessageError
 
 Role = Literal["user", "assistant", "system"]
+
+
+def _is_role(value: object) -> TypeGuard[Role]:
+    return value in get_args(Role)
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ def as_message(item: MessageLike, where: str = "message") -> Message:
     if unknown:
         raise MessageError(f"{where} has unknown key(s) {', '.join(map(repr, unknown))}")
     role = item.get("role")
-    if role not in get_args(Role):
+    if not _is_role(role):
         raise MessageError(f"{where} has role {role!r}; a message's role is 'user', 'assistant' or 'system'")
     if "content" in item and "text" in item:
         raise MessageError(f"{where} has both 'content' and 'text'; give one")

@@ -3,19 +3,24 @@ messages its candidates need, a few statements per query, never the whole chat."
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+from curator.store.dbtypes import Connection, Row
 from curator.store.graph import Node
 from curator.store.queries import GraphView
 
 CHUNK = 500  # ids per statement: under the 999 parameters older SQLite builds allow
 
+T = TypeVar("T")
 
-def _chunks(items: list) -> list[list]:
+
+def _chunks(items: list[T]) -> list[list[T]]:
     return [items[start:start + CHUNK] for start in range(0, len(items), CHUNK)]
 
 
-def _marks(items: list) -> str:
+def _marks(items: Sequence[object]) -> str:
     return ", ".join("?" * len(items))
 
 
@@ -27,35 +32,36 @@ class StoryRow:
     archived: bool
     floor_to: int
     updated_at: str
-    scope: dict = field(default_factory=dict)
-    story_time: dict = field(default_factory=dict)
+    scope: dict[str, Any] = field(default_factory=dict)
+    story_time: dict[str, Any] = field(default_factory=dict)
 
 
 class RecallReads:
     """Reads of one chat, on one connection."""
 
-    def __init__(self, conn, chat_id: str):
+    def __init__(self, conn: Connection, chat_id: str) -> None:
         self.conn, self.chat_id = conn, chat_id
         self.graph = GraphView(conn, chat_id)
 
     # ---- nodes ----------------------------------------------------------------------------------
-    def nodes(self, ids) -> dict[str, Node]:
+    def nodes(self, ids: Iterable[str]) -> dict[str, Node]:
         found: dict[str, Node] = {}
         for chunk in _chunks(sorted(ids)):
             for node in self.graph._nodes(f"id IN ({_marks(chunk)})", tuple(chunk)):
                 found[node.id] = node
         return found
 
-    def types(self, ids) -> dict[str, str]:
-        found = {}
+    def types(self, ids: Iterable[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
         for chunk in _chunks(sorted(ids)):
             found.update(self.conn.execute(f"SELECT id, type FROM nodes WHERE chat_id=? AND id IN ({_marks(chunk)})",
                                            (self.chat_id, *chunk)).fetchall())
         return found
 
     def top_level_count(self, type_: str) -> int:
-        return self.conn.execute("SELECT COUNT(*) FROM nodes WHERE chat_id=? AND type=? AND archived=0 AND "
-                                 "parent_id IS NULL", (self.chat_id, type_)).fetchone()[0]
+        count: int = self.conn.execute("SELECT COUNT(*) FROM nodes WHERE chat_id=? AND type=? AND archived=0 AND "
+                                       "parent_id IS NULL", (self.chat_id, type_)).fetchone()[0]
+        return count
 
     def top_level(self, type_: str, newest_first: bool, limit: int, offset: int) -> list[Node]:
         """Active top-level nodes of a type, best first as the persistent plan ranks them: by recency (a type with
@@ -108,14 +114,14 @@ class RecallReads:
             "story_label IS NOT NULL)", (self.chat_id,))]
 
     # ---- links and names ------------------------------------------------------------------------
-    def links_of(self, relations) -> list[tuple[str, str, str, str]]:
+    def links_of(self, relations: Iterable[str]) -> list[tuple[str, str, str, str]]:
         """(id, relation, source, target) of every edge of the given relations."""
-        relations = sorted(relations)
+        ordered = sorted(relations)
         return [tuple(r) for r in self.conn.execute(
-            f"SELECT id, relation, source, target FROM edges WHERE chat_id=? AND relation IN ({_marks(relations)})",
-            (self.chat_id, *relations))]
+            f"SELECT id, relation, source, target FROM edges WHERE chat_id=? AND relation IN ({_marks(ordered)})",
+            (self.chat_id, *ordered))]
 
-    def edges(self, ids) -> list[tuple[str, str, str]]:
+    def edges(self, ids: Iterable[str]) -> list[tuple[str, str, str]]:
         """(edge id, source, target) of every edge at one of `ids`."""
         found: dict[str, tuple[str, str, str]] = {}
         for chunk in _chunks(sorted(ids)):
@@ -126,18 +132,18 @@ class RecallReads:
                     found[edge_id] = (edge_id, source, target)
         return list(found.values())
 
-    def named(self, names, types) -> dict[str, set[str]]:
+    def named(self, names: Iterable[str], types: Iterable[str]) -> dict[str, set[str]]:
         """name -> the nodes of `types` it names (normalized names, as `node_names` keeps them), archived ones too."""
         found: dict[str, set[str]] = {}
-        types = sorted(types)
-        if not types:
+        ordered = sorted(types)
+        if not ordered:
             return found
         for chunk in _chunks(sorted(names)):
             for name, node_id in self.conn.execute(
                     f"SELECT n.name, n.node_id FROM node_names n JOIN nodes d ON d.chat_id=n.chat_id "
                     f"AND d.id=n.node_id "
-                    f"WHERE n.chat_id=? AND n.name IN ({_marks(chunk)}) AND d.type IN ({_marks(types)})",
-                    (self.chat_id, *chunk, *types)):
+                    f"WHERE n.chat_id=? AND n.name IN ({_marks(chunk)}) AND d.type IN ({_marks(ordered)})",
+                    (self.chat_id, *chunk, *ordered)):
                 found.setdefault(name, set()).add(node_id)
         return found
 
@@ -153,15 +159,18 @@ class RecallReads:
                                       "name <> '' GROUP BY name", (self.chat_id,)).fetchall())
 
     def latest_floor(self) -> int | None:
-        return self.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?", (self.chat_id,)).fetchone()[0]
+        floor: int | None = self.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?",
+                                              (self.chat_id,)).fetchone()[0]
+        return floor
 
     def last_speaker(self) -> str | None:
         row = self.conn.execute("SELECT name FROM messages WHERE chat_id=? AND role='assistant' AND name <> '' "
                                 "ORDER BY floor DESC LIMIT 1", (self.chat_id,)).fetchone()
         return row[0] if row else None
 
-    def lines(self, floors=None) -> dict[int, str]:
+    def lines(self, floors: Iterable[int] | None = None) -> dict[int, str]:
         """Each floor's message as the "name: text" line a source is made of (every floor, or those of `floors`)."""
+        rows: Iterable[Row]
         if floors is None:
             rows = self.conn.execute("SELECT floor, name, text FROM messages WHERE chat_id=?", (self.chat_id,))
         else:

@@ -67,19 +67,19 @@ def _split(content: str, meta: str) -> NodeHashes:
     return item or None, meta, source
 
 
-def synced_state(conn, chat_id: str) -> tuple[str, str | None] | None:
+def synced_state(conn: Connection, chat_id: str) -> tuple[str, str | None] | None:
     """(profile, synced stamp) of the chat's index; None when it was never indexed."""
     row = conn.execute("SELECT profile, synced FROM vector_state WHERE chat_id=?", (chat_id,)).fetchone()
     return (row[0], row[1]) if row else None
 
 
-def mark_synced(conn, chat_id: str, stamp: str | None) -> None:
+def mark_synced(conn: Connection, chat_id: str, stamp: str | None) -> None:
     """Record the stamp the index now stands at (None: not known to be in step, e.g. after a failed embedding)."""
     conn.execute("UPDATE vector_state SET synced=? WHERE chat_id=?", (stamp, chat_id))
 
 
-def hashes_of(conn, chat_id: str, ids: list[str]) -> dict[str, NodeHashes]:
-    found: dict[str, Hashes] = {}
+def hashes_of(conn: Connection, chat_id: str, ids: list[str]) -> dict[str, NodeHashes]:
+    found: dict[str, NodeHashes] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
         for node_id, content, meta in conn.execute(
@@ -89,16 +89,17 @@ def hashes_of(conn, chat_id: str, ids: list[str]) -> dict[str, NodeHashes]:
     return found
 
 
-def all_hashes(conn, chat_id: str) -> dict[str, NodeHashes]:
+def all_hashes(conn: Connection, chat_id: str) -> dict[str, NodeHashes]:
     return {node_id: _split(content, meta) for node_id, content, meta in conn.execute(
         "SELECT node_id, content_hash, meta_hash FROM vector_hashes WHERE chat_id=?", (chat_id,))}
 
 
-def count_hashes(conn, chat_id: str) -> int:
-    return conn.execute("SELECT COUNT(*) FROM vector_hashes WHERE chat_id=?", (chat_id,)).fetchone()[0]
+def count_hashes(conn: Connection, chat_id: str) -> int:
+    count: int = conn.execute("SELECT COUNT(*) FROM vector_hashes WHERE chat_id=?", (chat_id,)).fetchone()[0]
+    return count
 
 
-def has_vectors(conn, chat_id: str, sources: bool) -> bool:
+def has_vectors(conn: Connection, chat_id: str, sources: bool) -> bool:
     """Whether the index holds any node vector (or, `sources`, any source vector) of the chat, in Chroma or staged."""
     pattern = "%|" if sources else "|%"  # "content|source": an empty part is an empty side of the bar
     return conn.execute("SELECT 1 FROM vector_hashes WHERE chat_id=? AND content_hash NOT LIKE ? LIMIT 1",

@@ -6,7 +6,8 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 from typing import Any, Literal
 
-from curator.vectors.embeddings import Embedder, EmbeddingProfile, make_embedder
+from curator.vectors.embeddings import Embedder, make_embedder
+from curator.vectors.profile import EmbeddingProfile
 
 
 @register_embedding_function

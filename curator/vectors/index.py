@@ -34,7 +34,7 @@ from curator.vectors.messages import LEGACY_MESSAGES, MessageVectors
 from curator.vectors.mirror import Mirrors
 from curator.vectors.pending import FLUSH_ROWS, Batch, PendingWrites
 from curator.vectors.chroma_function import CuratorEmbeddingFunction
-from curator.vectors.embeddings import EmbeddingProfile
+from curator.vectors.profile import EmbeddingProfile
 from curator.vectors.hashes import StoredHashes
 from curator.vectors.search import NODES, SOURCES, VectorSearch
 from curator.vectors.writes import Direct, SyncReport, VectorWrites, node_metadata
@@ -80,7 +80,7 @@ class VectorIndex(VectorSearch, VectorWrites):
         self._counts: dict[tuple[str, str], int] = {}  # (chat, kind) -> vectors in it (> 0 once we wrote some)
         # per chat: the versions the index was last brought to (epoch, graph, messages) and the hashes it holds,
         # so the next sync asks the store's change log what changed instead of reading the whole chat
-        self._known: dict[str, tuple[Stamp, dict[str, Hashes], set[str]]] = {}
+        self._known: dict[str, tuple[Stamp, dict[str, Hashes] | StoredHashes, set[str]]] = {}
         self._saved_stamps: dict[str, str | None] = {}  # chat -> the synced stamp the store holds, as last written
         self._search_pool = None  # threads for the source searches, made on first use (`VectorSearch._searches`)
         self._query_cache: OrderedDict[tuple[str, ...], np.ndarray] = (
@@ -426,7 +426,7 @@ class VectorIndex(VectorSearch, VectorWrites):
                 self.flush(chat_id)
 
     def _save_state(self, chat_id: str, hashes: dict[str, tuple[str | None, str | None, str]],
-                    stamp: tuple | None = None) -> None:
+                    stamp: Stamp | None = None) -> None:
         """Every node's hashes after a whole sync, the profile, and the stamp the index stands at (None: unknown)."""
         text = _stamp_text(stamp) if stamp is not None else None
         vector_rows.save_state(self.store, chat_id, self.profile.key, _columns(hashes), synced=text)

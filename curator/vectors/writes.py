@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
 
     from curator.vectors.chroma_function import CuratorEmbeddingFunction
-    from curator.vectors.embeddings import EmbeddingProfile
+    from curator.vectors.profile import EmbeddingProfile
     from curator.vectors.messages import MessageVectors
 
 Hashes = tuple[str | None, str | None, str]  # a node's content, metadata and source hashes

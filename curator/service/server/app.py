@@ -25,7 +25,8 @@ from curator.service.server import (routes_chats, routes_events, routes_frontend
 from curator.service.server.request_guard import SitePolicy
 from curator.service.server.security import BodyTooLarge, GuardMiddleware, Limits, error_body
 from curator.service.server.state import build_service
-from curator.vectors.embeddings import EmbeddingProfile, warm_up
+from curator.vectors.embeddings import warm_up
+from curator.vectors.profile import EmbeddingProfile
 
 log = logging.getLogger("curator.server")
 
