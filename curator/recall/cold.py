@@ -14,26 +14,34 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from curator.recall.cold_pool import ColdPool
 from curator.recall.lexicon import NODES, SOURCES, CorpusLexicon, chat_lexicon
 from curator.store.graph import Node
 from curator.store.recall_reads import RecallReads
 
+if TYPE_CHECKING:
+    from curator.store.store import Store
+
+D = TypeVar("D")
+Chained = tuple[int, int, str, str]  # (floor_from, floor_to, created_at, id): a node's place in story order
+MessageFacts = tuple[list[str], int | None, str | None, dict[str, int]]  # speakers, latest floor, last, names
+
 
 class ColdState:
     kind = "cold"
 
-    def __init__(self, chat_id: str):
+    def __init__(self, chat_id: str) -> None:
         self.chat_id = chat_id
         self.lock = threading.RLock()
-        self.epoch: tuple = ()
+        self.epoch: tuple[int, str] | tuple[()] = ()
         self.graph_version = self.messages_version = -1
         self.loads = self.updates = 0
-        self._store = None
+        self._store: Store | None = None
 
-    def refresh(self, store) -> bool:
+    def refresh(self, store: Store) -> bool:
         """Follow the chat to its current versions (what was read of an older one is dropped)."""
         stamp = store.stamp(self.chat_id)
         if stamp == (self.epoch, self.graph_version, self.messages_version):
@@ -45,9 +53,9 @@ class ColdState:
                               if spec.always_inject.enabled}
         self.nodes = LazyNodes(self)
         self._lexicon: dict[str, CorpusLexicon] | None = None
-        self._messages: tuple | None = None
+        self._messages: MessageFacts | None = None
         self._types: dict[str, str | None] = {}
-        self._chains: dict[tuple[str, int], list[tuple]] = {}
+        self._chains: dict[tuple[str, int], list[Chained]] = {}
         self._flags: dict[str, bool] = {}
         self._context, self._neighbours = ColdContext(self), ColdNeighbours(self)
         self.names = ColdNames(self)
@@ -58,6 +66,7 @@ class ColdState:
 
     def reads(self) -> RecallReads:
         """Reads on this thread's connection (a state may be asked from several threads)."""
+        assert self._store is not None, "refresh first"  # as every recall does before it reads
         return RecallReads(self._store.conn, self.chat_id)
 
     def touched_since(self, version: int) -> set[str] | None:
@@ -67,6 +76,7 @@ class ColdState:
     def _lexicons(self) -> dict[str, CorpusLexicon]:
         with self.lock:
             if self._lexicon is None:
+                assert self._store is not None, "refresh first"
                 self._lexicon = chat_lexicon(self._store, self.chat_id, self.schema, self.event_types, self._stamp)
             return self._lexicon
 
@@ -78,7 +88,7 @@ class ColdState:
     def source_bm25(self) -> CorpusLexicon:
         return self._lexicons()[SOURCES]
 
-    def _message_facts(self) -> tuple:
+    def _message_facts(self) -> MessageFacts:
         if self._messages is None:
             reads = self.reads()
             self._messages = (reads.speakers(), reads.latest_floor(), reads.last_speaker(), reads.reply_names())
@@ -116,14 +126,14 @@ class ColdState:
             self.types_of([node_id])
         return self._types[node_id]
 
-    def types_of(self, ids) -> None:
+    def types_of(self, ids: Iterable[str]) -> None:
         missing = [i for i in ids if i not in self._types]
         if missing:
             found = self.reads().types(missing)
             for node_id in missing:
                 self._types[node_id] = found.get(node_id)
 
-    def chain(self, type_: str, level: int) -> list[tuple]:
+    def chain(self, type_: str, level: int) -> list[Chained]:
         """Every node of an event type and level in story order, (floor_from, floor_to, created_at, id)."""
         key = (type_, level)
         if key not in self._chains:
@@ -146,11 +156,11 @@ class ColdState:
 class LazyNodes:
     """node id -> Node, read when first asked (in batches by `prefetch`)."""
 
-    def __init__(self, state: ColdState):
+    def __init__(self, state: ColdState) -> None:
         self.state = state
         self._found: dict[str, Node | None] = {}
 
-    def prefetch(self, ids) -> None:
+    def prefetch(self, ids: Iterable[str]) -> None:
         missing = [i for i in ids if i not in self._found]
         if missing:
             fetched = self.state.reads().nodes(missing)
@@ -158,12 +168,18 @@ class LazyNodes:
                 node = self._found[node_id] = fetched.get(node_id)
                 self.state._types[node_id] = node.type if node is not None else None
 
-    def add(self, nodes) -> None:
+    def add(self, nodes: Iterable[Node]) -> None:
         for node in nodes:
             self._found[node.id] = node
             self.state._types[node.id] = node.type
 
-    def get(self, node_id: str, default=None):
+    @overload
+    def get(self, node_id: str) -> Node | None: ...
+
+    @overload
+    def get(self, node_id: str, default: D) -> Node | D: ...
+
+    def get(self, node_id: str, default: object = None) -> object:
         if node_id not in self._found:
             self.prefetch([node_id])
         node = self._found[node_id]
@@ -175,22 +191,22 @@ class LazyNodes:
             raise KeyError(node_id)
         return node
 
-    def __contains__(self, node_id) -> bool:
+    def __contains__(self, node_id: str) -> bool:
         return self.get(node_id) is not None
 
 
 class ColdNeighbours:
     """node id -> its linked nodes (as `state.Neighbours`), read by batches of ids."""
 
-    def __init__(self, state: ColdState):
+    def __init__(self, state: ColdState) -> None:
         self.state = state
         self._near: dict[str, set[str]] = {}
 
-    def prefetch(self, ids) -> None:
+    def prefetch(self, ids: Iterable[str]) -> None:
         missing = [i for i in ids if i not in self._near]
         if not missing:
             return
-        found = {i: set() for i in missing}
+        found: dict[str, set[str]] = {i: set() for i in missing}
         for _, source, target in self.state.reads().edges(missing):
             if source in found:
                 found[source].add(target)
@@ -198,7 +214,7 @@ class ColdNeighbours:
                 found[target].add(source)
         self._near.update(found)
 
-    def get(self, node_id: str, default=()):
+    def get(self, node_id: str, default: Collection[str] = ()) -> Collection[str]:
         if node_id not in self._near:
             self.prefetch([node_id])
         near = self._near[node_id]
@@ -212,11 +228,11 @@ class ColdContext:
     """The context of each event-type node (linked events, the previous and next node of its type and level in
     story order), as `ChatState.context()` holds it: `get` gives the set, or `default` when it is empty."""
 
-    def __init__(self, state: ColdState):
+    def __init__(self, state: ColdState) -> None:
         self.state = state
         self._found: dict[str, set[str]] = {}
 
-    def prefetch(self, ids) -> None:
+    def prefetch(self, ids: Iterable[str]) -> None:
         state = self.state
         ids = [i for i in ids if i not in self._found]
         if not ids:
@@ -240,7 +256,13 @@ class ColdContext:
                 found.add(chain[at + 1][3])
             self._found[node_id] = found
 
-    def get(self, node_id: str, default=None):
+    @overload
+    def get(self, node_id: str) -> set[str] | None: ...
+
+    @overload
+    def get(self, node_id: str, default: D) -> set[str] | D: ...
+
+    def get(self, node_id: str, default: object = None) -> object:
         if node_id not in self._found:
             self.prefetch([node_id])
         return self._found[node_id] or default
@@ -249,11 +271,17 @@ class ColdContext:
 class ColdNames:
     """normalized name -> the entities (non-event nodes, archived ones too) it names, from the store's names."""
 
-    def __init__(self, state: ColdState):
+    def __init__(self, state: ColdState) -> None:
         self.state = state
         self._found: dict[str, set[str]] = {}
 
-    def get(self, name: str, default=None):
+    @overload
+    def get(self, name: str) -> set[str] | None: ...
+
+    @overload
+    def get(self, name: str, default: D) -> set[str] | D: ...
+
+    def get(self, name: str, default: object = None) -> object:
         if name not in self._found:
             state = self.state
             types = set(state.schema.types) - state.event_types
@@ -265,7 +293,7 @@ class ColdNames:
 class _Sourced:
     """The events that have a source (`ChatState.sources`): recall asks only whether an id is one."""
 
-    def __init__(self, state: ColdState):
+    def __init__(self, state: ColdState) -> None:
         self.state = state
 
     def keys(self) -> CorpusLexicon:
@@ -280,7 +308,7 @@ class ColdTyped:
 
     FIRST_PAGE = 16
 
-    def __init__(self, state: ColdState):
+    def __init__(self, state: ColdState) -> None:
         self.state = state
 
     def ranked(self, type_: str) -> tuple[int, Iterator[Node]]:

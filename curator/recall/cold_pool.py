@@ -7,26 +7,73 @@ persistent; documents, story days and scenes are those of the recallable, folded
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable
+from datetime import date
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, overload
+
 from curator.recall.entities import is_bare
 from curator.recall.scoring import top_ancestor
 from curator.recall.state import cached_day
 from curator.store.graph import Node
+from curator.store.recall_reads import RecallReads
 from curator.vectors.documents import node_document
+
+if TYPE_CHECKING:
+    from curator.schemas import Schema
+
+V = TypeVar("V")
+D = TypeVar("D")
+
+
+class _Nodes(Protocol):
+    """What the pool asks of a cold state's nodes (`cold.LazyNodes`)."""
+
+    def prefetch(self, ids: Iterable[str]) -> None: ...
+
+    def add(self, nodes: Iterable[Node]) -> None: ...
+
+    @overload
+    def get(self, node_id: str) -> Node | None: ...
+
+    @overload
+    def get(self, node_id: str, default: D) -> Node | D: ...
+
+    def __getitem__(self, node_id: str) -> Node: ...
+
+    def __contains__(self, node_id: str) -> bool: ...
+
+
+class _State(Protocol):
+    """What the pool reads of its `cold.ColdState` (which imports this module)."""
+
+    @property
+    def event_types(self) -> set[str]: ...
+
+    @property
+    def schema(self) -> Schema: ...
+
+    @property
+    def nodes(self) -> _Nodes: ...
+
+    def flag(self, name: str) -> bool: ...
+
+    def reads(self) -> RecallReads: ...
 
 
 class ColdPool:
-    def __init__(self, state, persistent: list[Node], horizon: int | None):
+    def __init__(self, state: _State, persistent: list[Node], horizon: int | None) -> None:
         self.state, self.horizon = state, horizon
         self.event_types = set(state.event_types)
         self.injected = {n.id for n in persistent}
         state.nodes.add(persistent)
         self._tops: dict[str, str | None] = {}
         self._documents: dict[str, str] = {}
-        self._by_day: list[tuple] | None = None
+        self._by_day: list[tuple[date, str]] | None = None
         self._folded: dict[str, frozenset[str]] = {}
         self.nodes, self.leaves, self.leaf_nodes = _Recallable(self), _Leaves(self), _LeafNodes(self)
         self.documents, self.scenes, self.folded = _Documents(self), _Scenes(self), _Folded(self)
         self.days = _Flag(lambda: state.flag("labels"))  # date_bonus asks only whether any node may be dated
+        self._bare: dict[str, bool]
         self.entities, self._bare = _Entities(self), {}  # as `Pool.entities`: worked out per candidate asked about
 
     # ---- who is in it -------------------------------------------------------------------------
@@ -53,7 +100,7 @@ class ColdPool:
         return (node_id in self.injected or self.recallable(self.state.nodes.get(node_id))
                 or self.top_of(node_id) is not None)
 
-    def prefetch(self, ids) -> None:
+    def prefetch(self, ids: Collection[str]) -> None:
         """Read the nodes of `ids` (and the ancestors of the archived ones) in a few statements."""
         nodes = self.state.nodes
         nodes.prefetch(ids)
@@ -64,7 +111,7 @@ class ColdPool:
 
     # ---- the lookups that read more than one node ---------------------------------------------
     @property
-    def by_day(self) -> list[tuple]:
+    def by_day(self) -> list[tuple[date, str]]:
         """(day, id) of every dated node with a document in the pool, sorted: read when a query names a date."""
         if self._by_day is None:
             reads = self.state.reads()
@@ -73,7 +120,7 @@ class ColdPool:
             self._by_day = sorted(entry for entry in dated if self._scored_in(tree, entry[1]))
         return self._by_day
 
-    def _scored_in(self, tree: dict, node_id: str) -> bool:
+    def _scored_in(self, tree: dict[str, tuple[str | None, bool, int]], node_id: str) -> bool:
         """`scored`, from the nodes' parent, archived and floor_to columns (a date query may reach thousands)."""
         if node_id in self.injected:
             return True
@@ -84,7 +131,8 @@ class ColdPool:
             return True
         if not parent:
             return False
-        seen, current = set(), node_id
+        seen: set[str] = set()
+        current = node_id
         while (up := tree[current][0]) and up in tree and current not in seen:  # as `top_ancestor`
             seen.add(current)
             current = up
@@ -95,12 +143,13 @@ class ColdPool:
     def folded_under(self, ancestor: str) -> frozenset[str]:
         """The leaves folded under `ancestor`: its archived descendants, down to the next active node."""
         if ancestor not in self._folded:
-            nodes, found = self.state.nodes, set()
+            nodes = self.state.nodes
+            found: set[str] = set()
             top = nodes.get(ancestor)
             level = list(top.children) if top is not None else []
             while level:
                 nodes.prefetch(level)
-                below = []
+                below: list[str] = []
                 for child in level:
                     node = nodes.get(child)
                     if node is not None and node.archived:
@@ -112,28 +161,31 @@ class ColdPool:
         return self._folded[ancestor]
 
 
-class _View:
-    def __init__(self, pool: ColdPool):
+class _View(Generic[V]):
+    def __init__(self, pool: ColdPool) -> None:
         self.pool = pool
 
-    def __getitem__(self, node_id: str):
+    def get(self, node_id: str, default: V | None = None) -> V | None:
+        raise NotImplementedError  # each view answers its own
+
+    def __getitem__(self, node_id: str) -> V:
         found = self.get(node_id)
         if found is None:
             raise KeyError(node_id)
         return found
 
-    def __contains__(self, node_id) -> bool:
+    def __contains__(self, node_id: str) -> bool:
         return self.get(node_id) is not None
 
 
-class _Recallable(_View):
-    def get(self, node_id: str, default=None):
+class _Recallable(_View[Node]):
+    def get(self, node_id: str, default: Node | None = None) -> Node | None:
         node = self.pool.state.nodes.get(node_id)
         return node if self.pool.recallable(node) else default
 
 
-class _Leaves(_View):
-    def get(self, node_id: str, default=None):
+class _Leaves(_View[str]):
+    def get(self, node_id: str, default: str | None = None) -> str | None:
         top = self.pool.top_of(node_id)
         return default if top is None else top
 
@@ -141,13 +193,13 @@ class _Leaves(_View):
         return self.pool.state.flag("leaves")
 
 
-class _LeafNodes(_View):
-    def get(self, node_id: str, default=None):
+class _LeafNodes(_View[Node]):
+    def get(self, node_id: str, default: Node | None = None) -> Node | None:
         return self.pool.state.nodes.get(node_id) if self.pool.top_of(node_id) is not None else default
 
 
-class _Documents(_View):
-    def get(self, node_id: str, default=None):
+class _Documents(_View[str]):
+    def get(self, node_id: str, default: str | None = None) -> str | None:
         pool = self.pool
         found = pool._documents.get(node_id)
         if found is None:
@@ -157,10 +209,10 @@ class _Documents(_View):
         return found
 
 
-class _Entities(_View):
+class _Entities(_View[bool]):
     """A recallable node that is not of an event type -> whether its document is its names alone."""
 
-    def get(self, node_id: str, default=None):
+    def get(self, node_id: str, default: bool | None = None) -> bool | None:
         pool = self.pool
         found = pool._bare.get(node_id)
         if found is None:
@@ -171,8 +223,8 @@ class _Entities(_View):
         return found
 
 
-class _Scenes(_View):
-    def get(self, node_id: str, default=None):
+class _Scenes(_View[str]):
+    def get(self, node_id: str, default: str | None = None) -> str | None:
         pool = self.pool
         node = pool.state.nodes.get(node_id)
         if node is None or node.type not in pool.event_types or not pool.scored(node_id):
@@ -183,13 +235,13 @@ class _Scenes(_View):
         return self.pool.state.flag("labels")
 
 
-class _Folded(_View):
-    def get(self, node_id: str, default=()):
+class _Folded(_View[Collection[str]]):
+    def get(self, node_id: str, default: Collection[str] | None = ()) -> Collection[str] | None:
         return self.pool.folded_under(node_id) or default
 
 
 class _Flag:
-    def __init__(self, check):
+    def __init__(self, check: Callable[[], bool]) -> None:
         self._check = check
 
     def __bool__(self) -> bool:

@@ -19,7 +19,9 @@ import hashlib
 import inspect
 import math
 from collections import Counter
+from collections.abc import Iterable
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +31,12 @@ from curator.store.lexicon import LexiconRows, read_lexicon, save_lexicon
 from curator.store.recall_reads import RecallReads
 from curator.vectors import documents
 from curator.vectors.documents import SOURCE_SPAN, node_document, source_document
+
+if TYPE_CHECKING:
+    from curator.schemas import Schema
+    from curator.store.store import Store
+
+Stamp = tuple[tuple[int, str], int, int]  # the chat's epoch, graph and messages versions (`Store.stamp`)
 
 LEXICON_VERSION = 1  # bump when what a document is made of changes in a way `lexicon_format` cannot see
 NODES, SOURCES = "n", "s"
@@ -52,7 +60,7 @@ def lexicon_format() -> str:
     return f"{LEXICON_VERSION}:{hashlib.blake2b(chr(31).join(parts).encode(), digest_size=8).hexdigest()}"
 
 
-def document_text(node: Node, schema) -> str:
+def document_text(node: Node, schema: Schema) -> str:
     """What BM25 reads of a node (`ChatState` indexes the same text)."""
     return f"{node.title}\n{node_document(node, schema)}"
 
@@ -61,7 +69,7 @@ def _line(name: str, text: str) -> str:
     return f"{name}: {text}" if name else text
 
 
-def stamp_text(stamp: tuple) -> str:
+def stamp_text(stamp: Stamp) -> str:
     (_, created_at), graph_version, messages_version = stamp
     return f"{created_at}|{graph_version}|{messages_version}"
 
@@ -77,14 +85,14 @@ class CorpusLexicon:
 
     k1, b = 1.2, 0.75
 
-    def __init__(self, rows: LexiconRows):
+    def __init__(self, rows: LexiconRows) -> None:
         self.rows = rows
         self._terms = {t: i for i, t in enumerate(rows.terms)}
         self._slots: dict[str, int] | None = None  # id -> slot, made when a document changes
         self.dead: np.ndarray | None = None
         self.dead_count = 0
         self.dead_length = 0
-        self.delta: dict[str, tuple[int, Counter]] = {}
+        self.delta: dict[str, tuple[int, Counter[str]]] = {}
         self._delta_terms: dict[str, dict[str, int]] = {}
         self._delta_order: list[str] | None = None
         self._place: dict[str, int] = {}
@@ -108,7 +116,7 @@ class CorpusLexicon:
             self._slots = {doc_id: slot for slot, doc_id in enumerate(self.rows.ids)}
         return self._slots
 
-    def replace(self, doc_id: str, doc: tuple[int, Counter] | None) -> None:
+    def replace(self, doc_id: str, doc: tuple[int, Counter[str]] | None) -> None:
         """The document's current version (None: it is gone, or has no text)."""
         slot = self._slot_map().get(doc_id)
         if slot is not None and not (self.dead is not None and self.dead[slot]):
@@ -163,7 +171,9 @@ class CorpusLexicon:
         base = len(self.rows.ids)
         if index < base:
             return int(self.rows.floors[index]), self.rows.ids[index]
-        doc = self._delta_order[index - base]
+        order = self._delta_order
+        assert order is not None  # a delta index is asked about after `_delta_place` ordered the delta
+        doc = order[index - base]
         return self.delta[doc][0], doc
 
     def _lengths(self, indices: np.ndarray) -> np.ndarray:
@@ -173,17 +183,21 @@ class CorpusLexicon:
         out[snap] = self.rows.lengths[indices[snap]]
         if not snap.all():
             order = self._delta_order
+            assert order is not None  # as in `_doc_key`
             out[~snap] = [sum(self.delta[order[i - base]][1].values()) for i in indices[~snap].tolist()]
         return out
 
     def _key(self, index: int) -> str:
         base = len(self.rows.ids)
-        return self.rows.ids[index] if index < base else self._delta_order[index - base]
+        if index < base:
+            return self.rows.ids[index]
+        assert self._delta_order is not None  # as in `_doc_key`
+        return self._delta_order[index - base]
 
     def top(self, query: str, k: int) -> list[tuple[str, float]]:
         """The k best documents as (id, score), best first: what `LiveBM25.top` gives after a whole load."""
         size = self.size
-        found_terms = []
+        found_terms: list[tuple[np.ndarray, np.ndarray]] = []
         for term in set(tokenize(query)):
             indices, tfs = self._term(term)
             if len(indices):
@@ -191,7 +205,8 @@ class CorpusLexicon:
         if not found_terms or not size:
             return []
         avg = self.total / size or 1.0
-        slots, weights = [], []
+        slots: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
         for indices, tfs in found_terms:
             tfs = tfs.astype(np.float64)
             idf = math.log(1 + (size - len(indices) + 0.5) / (len(indices) + 0.5))
@@ -233,7 +248,7 @@ class CorpusLexicon:
         docs += [(floor, doc_id, -1) for doc_id, (floor, _) in self.delta.items()]
         docs.sort(key=lambda d: (d[0], d[1]))
         new_slot = np.full(base, -1, dtype=np.int64)
-        delta_slot = {}
+        delta_slot: dict[str, int] = {}
         for slot, (_, doc_id, old) in enumerate(docs):
             if old >= 0:
                 new_slot[old] = slot
@@ -244,7 +259,9 @@ class CorpusLexicon:
         term_of = np.repeat(np.arange(len(rows.terms), dtype=np.int64), np.diff(rows.offsets))
         moved = new_slot[rows.slots]
         keep = moved >= 0
-        extra_terms, extra_slots, extra_tfs = [], [], []
+        extra_terms: list[int] = []
+        extra_slots: list[int] = []
+        extra_tfs: list[int] = []
         for term, holders in self._delta_terms.items():
             if term not in index:
                 index[term] = len(terms)
@@ -262,10 +279,13 @@ class CorpusLexicon:
                      all_slots, all_tfs)
 
 
-def build_rows(stamp: str, format_: str, docs: list[tuple[str, int, Counter]]) -> LexiconRows:
+def build_rows(stamp: str, format_: str, docs: list[tuple[str, int, Counter[str]]]) -> LexiconRows:
     """A snapshot of documents given in key order as (id, floor_from, term counts)."""
     index: dict[str, int] = {}
-    terms, term_of, slots, tfs = [], [], [], []
+    terms: list[str] = []
+    term_of: list[int] = []
+    slots: list[int] = []
+    tfs: list[int] = []
     for slot, (_, _, counts) in enumerate(docs):
         for term, tf in counts.items():
             at = index.get(term)
@@ -280,7 +300,8 @@ def build_rows(stamp: str, format_: str, docs: list[tuple[str, int, Counter]]) -
                  np.array(term_of, dtype=np.int64), np.array(slots, dtype=np.int64), np.array(tfs, dtype=np.int64))
 
 
-def _pack(stamp, format_, ids, floors, lengths, terms, term_of, slots, tfs) -> LexiconRows:
+def _pack(stamp: str, format_: str, ids: list[str], floors: list[int], lengths: np.ndarray, terms: list[str],
+          term_of: np.ndarray, slots: np.ndarray, tfs: np.ndarray) -> LexiconRows:
     counts = np.bincount(term_of, minlength=len(terms)) if len(terms) else np.zeros(0, np.int64)
     used = np.flatnonzero(counts)  # a term no document holds any more is left out
     remap = np.full(len(terms), -1, dtype=np.int64)
@@ -294,20 +315,22 @@ def _pack(stamp, format_, ids, floors, lengths, terms, term_of, slots, tfs) -> L
 
 
 # ---- following a chat ---------------------------------------------------------------------------
-def chat_lexicon(store, chat_id: str, schema, event_types: set[str], stamp: tuple) -> dict[str, CorpusLexicon]:
+def chat_lexicon(store: Store, chat_id: str, schema: Schema, event_types: set[str],
+                 stamp: Stamp) -> dict[str, CorpusLexicon]:
     """Both corpora of the chat at `stamp` (its current one): from the snapshots and what changed since, or made
     afresh (and saved). A delta past COMPACT_SHARE of a corpus is written into a new snapshot."""
     reads = RecallReads(store.conn, chat_id)
     current = stamp_text(stamp)
     created_at = stamp[0][1]
     format_ = lexicon_format()
-    out, stale = {}, []
+    out: dict[str, CorpusLexicon] = {}
+    stale: list[str] = []
     for corpus in (NODES, SOURCES):
         rows = read_lexicon(store.conn, chat_id, corpus)
         touched = None
         if rows is not None and rows.format == format_:
             touched = _touched(store, chat_id, reads, rows.stamp, created_at, stamp, corpus)
-        if touched is None:
+        if rows is None or touched is None:  # no snapshot, or of another format: touched is None
             stale.append(corpus)
             continue
         lexicon = out[corpus] = CorpusLexicon(rows)
@@ -323,7 +346,8 @@ def chat_lexicon(store, chat_id: str, schema, event_types: set[str], stamp: tupl
     return out
 
 
-def _touched(store, chat_id, reads, saved: str, created_at: str, stamp: tuple, corpus: str) -> set[str] | None:
+def _touched(store: Store, chat_id: str, reads: RecallReads, saved: str, created_at: str, stamp: Stamp,
+             corpus: str) -> set[str] | None:
     """The documents of `corpus` that writes after `saved` may have changed; None when that cannot be said."""
     at, graph_version, messages_version = _parse_stamp(saved)
     _, now_graph, now_messages = stamp
@@ -344,7 +368,7 @@ def _touched(store, chat_id, reads, saved: str, created_at: str, stamp: tuple, c
     return ids
 
 
-def _follow(lexicon: CorpusLexicon, corpus: str, ids: set[str], reads: RecallReads, schema,
+def _follow(lexicon: CorpusLexicon, corpus: str, ids: set[str], reads: RecallReads, schema: Schema,
             event_types: set[str]) -> None:
     nodes = reads.nodes(ids)
     lines = reads.lines(_source_floors(nodes.values())) if corpus == SOURCES else {}
@@ -353,29 +377,31 @@ def _follow(lexicon: CorpusLexicon, corpus: str, ids: set[str], reads: RecallRea
         lexicon.replace(doc_id, None if node is None else _document(node, corpus, schema, event_types, lines))
 
 
-def _document(node: Node, corpus: str, schema, event_types, lines) -> tuple[int, Counter] | None:
+def _document(node: Node, corpus: str, schema: Schema, event_types: set[str],
+              lines: dict[int, str]) -> tuple[int, Counter[str]] | None:
     if corpus == NODES:
         return node.floor_from, Counter(tokenize(document_text(node, schema)))
     source = source_document(node, lines, event_types)
     return (node.floor_from, Counter(tokenize(source))) if source else None
 
 
-def _source_floors(nodes) -> set[int]:
+def _source_floors(nodes: Iterable[Node]) -> set[int]:
     return {f for n in nodes if n.floor_to - n.floor_from + 1 <= SOURCE_SPAN
             for f in range(max(0, n.floor_from - 1), n.floor_to + 1)}
 
 
-def _build(reads: RecallReads, schema, event_types, stamp: str, format_: str, corpora) -> dict[str, LexiconRows]:
+def _build(reads: RecallReads, schema: Schema, event_types: set[str], stamp: str, format_: str,
+           corpora: list[str]) -> dict[str, LexiconRows]:
     """Every document of the corpora tokenized (a chat whose snapshot is missing or stale: once)."""
     nodes = reads.graph.nodes(archived=None)  # (floor_from, id): the key order
     lines = reads.lines() if SOURCES in corpora else {}
-    out = {}
+    out: dict[str, LexiconRows] = {}
     for corpus in corpora:
         docs = [(n.id, *doc) for n in nodes if (doc := _document(n, corpus, schema, event_types, lines)) is not None]
         out[corpus] = build_rows(stamp, format_, docs)
     return out
 
 
-def _save(store, chat_id: str, corpus: str, rows: LexiconRows) -> None:
+def _save(store: Store, chat_id: str, corpus: str, rows: LexiconRows) -> None:
     with store.transaction() as conn:
         save_lexicon(conn, chat_id, corpus, rows)

@@ -49,6 +49,14 @@ class Pool:
     entities: dict[str, bool] = field(default_factory=dict)
 
 
+class NodeLookup(Protocol):
+    """node id -> Node, as far as `top_ancestor` asks (a dict, or a cold state's nodes read when asked)."""
+
+    def __contains__(self, node_id: str, /) -> bool: ...
+
+    def __getitem__(self, node_id: str, /) -> Node: ...
+
+
 class Links(Protocol):
     """A neighbour map: node id -> the ids near it (a dict of sets, or `state.Neighbours`)."""
 
@@ -221,7 +229,7 @@ def best_first(scores: dict[str, float], n: int, everything: bool = False) -> It
                           key=itemgetter(1), reverse=True)
 
 
-def top_ancestor(node: Node, everything: dict[str, Node]) -> Node | None:
+def top_ancestor(node: Node, everything: NodeLookup) -> Node | None:
     seen, current = set(), node
     while current.parent and current.parent in everything and current.id not in seen:
         seen.add(current.id)
