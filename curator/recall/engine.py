@@ -19,8 +19,8 @@ import re
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Container
-from typing import TYPE_CHECKING, Any
+from collections.abc import Container, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from curator.prompts import prompts_for
 from curator.schemas import Schema
@@ -97,7 +97,7 @@ FULL_AFTER = 8
 TOUCH_RECALLS = 16  # recalls whose access counts are written in one transaction
 
 
-def _prefetch(found, ids) -> None:
+def _prefetch(found: object, ids: Iterable[str]) -> None:
     """Let a cold state's map read the ids it will be asked about in a few statements (a whole state has them)."""
     prefetch = getattr(found, "prefetch", None)
     if prefetch is not None:
@@ -119,7 +119,7 @@ class Recaller:
         self._states: OrderedDict[str, ChatState] = OrderedDict()  # per chat, kept in step commit by commit
         self._cold: OrderedDict[str, ColdState] = OrderedDict()  # per chat, until its whole state is loaded
         self._loading: dict[str, threading.Thread] = {}
-        self._recalls: Counter = Counter()  # chat -> recalls in this process
+        self._recalls: Counter[str] = Counter()  # chat -> recalls in this process
         self._pinned = threading.local()  # chat -> the state a recall under way in this thread reads
         self._states_guard = threading.Lock()
         # key -> (when it is valid: the memory up to the user floor and the chat's update time, the result)
@@ -244,7 +244,7 @@ class Recaller:
     def state(self, chat_id: str) -> ChatState | ColdState:
         """The chat's recall state, brought up to date (by what changed since the last recall): the one the recall
         under way in this thread reads, else the whole state when it is loaded, else the cold one."""
-        pinned = self._pinned.__dict__.get("states", {}).get(chat_id)
+        pinned: ChatState | ColdState | None = self._pinned.__dict__.get("states", {}).get(chat_id)
         if pinned is not None:
             with pinned.lock:
                 pinned.refresh(self.store)
@@ -253,7 +253,7 @@ class Recaller:
 
     def _current_state(self, chat_id: str, whole: bool = False) -> ChatState | ColdState:
         with self._states_guard:
-            state = self._states.get(chat_id)
+            state: ChatState | ColdState | None = self._states.get(chat_id)
             if state is None and (whole or self.full_after == 0):
                 state = self._states[chat_id] = ChatState(chat_id)
             if state is not None:
@@ -297,7 +297,7 @@ class Recaller:
         for thread in list(self._loading.values()):
             thread.join(timeout)
 
-    def _pool_for(self, chat_id: str, state: ChatState, latest: int,
+    def _pool_for(self, chat_id: str, state: ChatState | ColdState, latest: int,
                   opts: RecallSettings) -> tuple[PersistentPlan, Pool]:
         """The persistent block's plan and the recall pool: built once per graph version, the pool updated from
         the last one by the nodes that changed."""
@@ -314,7 +314,7 @@ class Recaller:
                 last = self._last_pool.get((chat_id, horizon))
                 touched = state.touched_since(last[0][2]) if last and last[0][1] == state.epoch \
                     and last[0][-1] == state.kind else None
-                if last is not None and touched is not None:
+                if last is not None and touched is not None and isinstance(state, ChatState):  # never cold's
                     with self._states_guard:
                         # no other recall of the chat under way: none holds the last pool, and none can take it
                         # once its keys are gone (a recall counts itself in before it looks), so it is updated
@@ -345,8 +345,9 @@ class Recaller:
     def _pool(self, state: ChatState | ColdState, schema: Schema, persistent: list[Node], latest: int,
               opts: RecallSettings) -> Pool:
         horizon = latest - opts.exclude_recent_floors if opts.exclude_recent_floors else None
-        if state.kind == "cold":
-            return state.build_pool(persistent, horizon)
+        if isinstance(state, ColdState):  # kind "cold"
+            # a ColdPool is no dataclass of maps, but answers each lookup recall makes of a Pool's maps
+            return cast(Pool, state.build_pool(persistent, horizon))
         return build_pool(state, persistent, horizon)
 
     # ---- hybrid -------------------------------------------------------------------------------
@@ -412,7 +413,7 @@ class Recaller:
             chosen = expand(graph, chosen, pool, opts.max_results)
         return annotate(chosen, story_reasons)
 
-    def _source_leaves(self, chat_id: str, state: ChatState, fused: dict[str, float], pool: Pool) -> bool:
+    def _source_leaves(self, chat_id: str, state: ChatState | ColdState, fused: dict[str, float], pool: Pool) -> bool:
         """Embed the deferred sources of the leaves folded under the best candidates (an archived leaf's source
         waits until a recall needs it: `vectors/index.py`); True when any was, so the query is scored again."""
         if self.index is None or not pool.leaves:

@@ -105,7 +105,9 @@ class CorpusLexicon:
     def total(self) -> int:
         return int(self.rows.lengths.sum()) - self.dead_length + sum(sum(c.values()) for _, c in self.delta.values())
 
-    def __contains__(self, doc_id: str) -> bool:
+    def __contains__(self, doc_id: object) -> bool:
+        if not isinstance(doc_id, str):  # a Container: asked about any object
+            return False
         if doc_id in self.delta:
             return True
         slot = self._slot_map().get(doc_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from curator.prompts import SHIPPED, Prompts
 from curator.schemas import Schema
@@ -29,6 +29,9 @@ from curator.recall.injection import (
 )
 from curator.recall.state import TypedNodes
 from curator.store.graph import Node
+
+if TYPE_CHECKING:
+    from curator.recall.cold import ColdTyped
 
 OVERFLOW = "persistent overflow"
 
@@ -59,7 +62,7 @@ class LeftOut(Mapping[str, str]):
     (its chosen nodes, the first listed). Iterates in the order a whole plan lists them: type by type, best first,
     then the budget's. Reads the state as it is now (like its other views), so read it under the state's lock."""
 
-    def __init__(self, typed: TypedNodes) -> None:
+    def __init__(self, typed: TypedNodes | ColdTyped) -> None:
         self.typed = typed
         self.types: dict[str, tuple[int | None, set[str]]] = {}  # type -> lowest floor_to not too far, candidates
         self.budget: dict[str, str] = {}
@@ -102,7 +105,7 @@ class LeftOut(Mapping[str, str]):
         yield from self.budget
 
 
-def plan_persistent(typed: TypedNodes, schema: Schema, latest_floor: int, budget_tokens: int,
+def plan_persistent(typed: TypedNodes | ColdTyped, schema: Schema, latest_floor: int, budget_tokens: int,
                     default_cap: int, prompts: Prompts = SHIPPED) -> PersistentPlan:
     """Caps first (a type's own `max_per_type`, else `default_cap`; `max_floor_distance`), then the persistent
     share of the budget, packed in `rank_persistent` order (highest summaries first, then the newest). A capped

@@ -26,7 +26,7 @@ from curator.schemas import Schema
 from curator.store.changes import ChangeLog
 from curator.store.graph import Node, normalize_name
 from curator.store.queries import GraphView
-from curator.store.recall_reads import RecallReads
+from curator.store.recall_reads import RecallReads, StoryRow
 from curator.store.story_time import KNOWS, parse_segment
 
 # Chosen on bench/pov_recall.py's tuning story (a grid; ties go to the smallest weights), checked on its held-out one.
@@ -129,7 +129,7 @@ class _Live:
     labels: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
     edges: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # knowing / contradicts edges
 
-    def put(self, node: Node) -> None:
+    def put(self, node: Node | StoryRow) -> None:
         self.ids.add(node.id)
         if node.scope.get("layer") == "pov" and node.scope.get("owner"):
             self.owners[node.id] = normalize_name(node.scope["owner"])
@@ -190,8 +190,8 @@ def _follow(graph: GraphView, version: int, changes: ChangeLog | None) -> StoryD
         live.ids.update(reads.node_ids())
         for row in reads.story_rows():
             live.put(row)
-        for row in reads.links_of((*KNOWING, "contradicts")):
-            live.link(*row)
+        for edge in reads.links_of((*KNOWING, "contradicts")):
+            live.link(*edge)
     else:
         ids = sorted(change.nodes)
         for node_id in ids:
@@ -201,8 +201,8 @@ def _follow(graph: GraphView, version: int, changes: ChangeLog | None) -> StoryD
         edges = sorted(change.edges)
         for edge_id in edges:
             live.edges.pop(edge_id, None)
-        for row in graph.links(edges):
-            live.link(*row)
+        for edge in graph.links(edges):
+            live.link(*edge)
         live.version = version
     _LIVE.move_to_end(chat)
     while len(_LIVE) > 64:
