@@ -366,7 +366,9 @@ def test_without_an_upstream_the_missing_model_is_an_error_in_health_and_the_ban
     try:
         banner = ""
         deadline = time.monotonic() + 120
-        while "memory-curator service on" not in banner and time.monotonic() < deadline:
+        # the warning follows the banner: it is worked out while the app loads, the port already answering
+        while not ("memory-curator service on" in banner and "extraction will fail" in banner) \
+                and time.monotonic() < deadline and proc.poll() is None:
             banner += proc.stderr.readline()
     finally:
         proc.terminate()

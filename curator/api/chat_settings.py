@@ -39,7 +39,7 @@ def partial(model: type[BaseModel]) -> type[BaseModel]:
         elif info.metadata:
             annotation = Annotated[(annotation, *info.metadata)]  # bounds (ge, le, ...) kept
         fields[name] = (annotation | None, Field(default=None, description=info.description))
-    found = create_model(f"{model.__name__}Patch", __config__=ConfigDict(extra="forbid"),
+    found = create_model(f"{model.__name__}Patch", __config__=ConfigDict(extra="forbid", strict=True),
                          __doc__=f"Overrides of {model.__name__}: only what is given changes; null removes an "
                                  "override.", **fields)
     _PARTIALS[model] = found
@@ -58,9 +58,10 @@ ModelProfilePatch = partial(ModelProfile)
 class ChatSettingsPatch(BaseModel):
     """A change of a chat's own settings. Each section overrides `config.yaml`'s; `tasks` names, per task, the
     model profile (of `config.yaml`) the chat uses; `model` is the chat's own model, the one its front end names,
-    used when config.yaml names none (its key variable must be one the service allows: `chat_model_keys`)."""
+    used when config.yaml names none (its key variable must be one the service allows: `chat_model_keys`). Strict,
+    as every request body (`service/server/deps.Strict`): `0` is no `false`, `"7"` no 7."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     model: ModelProfilePatch | None = None  # type: ignore[valid-type]
     extraction: ExtractionPatch | None = None  # type: ignore[valid-type]
     recall: RecallPatch | None = None  # type: ignore[valid-type]
@@ -75,7 +76,7 @@ class GlobalSettingsPatch(BaseModel):
     one), the profile per task, and the defaults every chat follows unless it sets its own. The embedder, vector
     server and store are read at start: edit config.yaml and restart for those."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     profiles: dict[str, ModelProfilePatch | None] | None = None  # type: ignore[valid-type]
     tasks: dict[Task, str | None] | None = None
     extraction: ExtractionPatch | None = None  # type: ignore[valid-type]
