@@ -98,3 +98,16 @@ def test_the_mcp_client_configuration(tmp_path):
     tools, recalled = asyncio.run(session())
     assert {"list_chats", "find_by_name", "get_node", "neighbours", "timeline", "recall"} <= tools
     assert recalled["blocks"]["persistent"] or recalled["blocks"]["recalled"]
+
+
+def test_the_readme_shows_these_examples_as_they_are_tested():
+    """The README's library example, curl session and MCP configuration are this page's, character for character,
+    so what a reader copies from the README is what the tests above run."""
+    readme = DOC.parents[1] / "README.md"
+    if not readme.is_file():
+        pytest.skip("no README.md beside the tests")
+    text = readme.read_text(encoding="utf-8")
+    shown = [*_blocks("python"), *[b for b in _blocks("bash") if "curl" in b], *_blocks("json")]
+    assert len(shown) == 3
+    for block in shown:
+        assert block in text, block.splitlines()[0]
