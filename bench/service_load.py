@@ -261,18 +261,32 @@ def run_once(servers: Servers, tmp: Path, fake, processes: int, args, clients: i
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
+    log.close()
     found = check(data, store, chats)
     requests = len(stats["sync"]) + len(stats["recall"])
+    # the service's own account of each error (its tracebacks), so a failed run says where, not only "500"
+    server_errors = _tracebacks((tmp / f"serve-{processes}.log").read_text(errors="replace")) if stats["errors"] else []
     return {
         "processes": processes, "requests": requests, "requests_per_s": round(requests / elapsed, 1),
         "service_cpu_s": round(cpu_s, 2),
         "syncs": len(stats["sync"]), "recalls": len(stats["recall"]), "errors": len(stats["errors"]),
-        "error_samples": stats["errors"][:5], "changes": stats["kinds"], "reverted_commits": stats["reverted"],
+        "error_samples": stats["errors"][:5], "server_errors": server_errors[:3],
+        "changes": stats["kinds"], "reverted_commits": stats["reverted"],
         "restored_from_shelf": stats["restored"], "sync": latency_summary(stats["sync"]),
         "recall": latency_summary(stats["recall"]), "settle_s": round(settle_s, 2), "jobs": jobs,
         "job_workers": workers, "due_without_job": left_due,
         "extraction_calls": len(fake.requests) - calls_before, **found,
     }
+
+
+def _tracebacks(log: str) -> list[str]:
+    """The tracebacks in a service log, each with the line before it (what failed)."""
+    lines, found = log.splitlines(), []
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j] and not lines[j].startswith(" ")), i)
+            found.append("\n".join(lines[max(0, i - 1):end + 1]))
+    return found
 
 
 def _cpu_of_group(leader: int) -> float:

@@ -149,7 +149,7 @@ def test_service_load_quick():
     assert set(runs) == {"1", "2"}
     for results in runs.values():
         assert SERVICE_LOAD_KEYS <= results.keys()
-        assert results["errors"] == 0, results["error_samples"]
+        assert results["errors"] == 0, (results["error_samples"], results.get("server_errors"))
         assert results["syncs"] > 0 and results["recalls"] == results["syncs"]
         assert results["lost"] == results["duplicated"] == results["stale"] == results["chat_mismatch"] == 0
         assert results["interleaved"] == 0

@@ -100,3 +100,28 @@ def test_the_plan_follows_commits_as_a_whole_sort_would(memory):
     _drive(memory, 45, seed=7, check=check)
     assert live.loads == 1  # followed commit by commit, never loaded whole again
     assert all(seen.values()), seen  # every reason came up
+
+
+def test_a_count_read_apart_from_its_pages_never_makes_the_plan_negative_or_doubles_a_node(memory):
+    """A cold state reads a type's count and its pages in separate statements; another process's commit between them
+    (seen on PostgreSQL with two service processes: `len()` of the left-out map was negative, a 500) may make the
+    count smaller than the nodes read, or shift a page so that a node comes twice."""
+    schema = _schema()
+    memory.create_chat("road", schema)
+    memory.commit("road", [{"op": "create_node", "id": f"ch{i}", "type": "character_sheet",
+                            "fields": {"name": f"Who {i}"}} for i in range(4)], 2, "test")
+    live = ChatState("road")
+    live.refresh(memory.store)
+    whole = live.typed()
+
+    class Shifted:  # the state's own typed view, its count one behind and its first node read twice
+        state = whole.state
+
+        def ranked(self, type_):
+            count, nodes = whole.ranked(type_)
+            nodes = list(nodes)
+            return max(0, count - 1), iter(nodes[:1] + nodes)
+
+    plan = plan_persistent(Shifted(), schema, 10, 4000, 0)
+    assert sorted(n.id for n in plan.kept) == [f"ch{i}" for i in range(4)]  # each once
+    assert len(plan.left) == 0

@@ -120,14 +120,19 @@ def plan_persistent(typed: TypedNodes | ColdTyped, schema: Schema, latest_floor:
         cap = (caps.max_per_type or default_cap) if spec.identity != "latest_only" else 0
         too_far = latest_floor - caps.max_floor_distance + 1 if caps.max_floor_distance else None
         count, ranked = typed.ranked(name)
-        total += count
         mine: set[str] = set()
-        for index, node in enumerate(ranked):
-            if cap and index >= cap:
+        seen: set[str] = set()
+        for node in ranked:
+            if node.id in seen:  # a cold state reads page by page: another process's commit may shift a page
+                continue
+            if cap and len(seen) >= cap:
                 break  # the rest are left out for the cap (or the distance): `LeftOut` says which
+            seen.add(node.id)
             if too_far is None or node.floor_to >= too_far:
                 candidates.append(node)
                 mine.add(node.id)
+        # the count is read apart from the pages (a cold state): never fewer than the nodes seen
+        total += max(count, len(seen))
         plan.left.types[name] = (too_far, mine)
     overhead = block_overhead(prompts)
     used, limit, misses = 2 * overhead, int(budget_tokens * PERSISTENT_SHARE), 0
@@ -142,7 +147,7 @@ def plan_persistent(typed: TypedNodes | ColdTyped, schema: Schema, latest_floor:
             continue
         used, misses = used + tokens, 0
         plan.kept.append(node)
-    plan.left.size = total - len(plan.kept)
+    plan.left.size = max(0, total - len(plan.kept))
     return plan
 
 
