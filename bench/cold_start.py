@@ -68,8 +68,9 @@ else:
     text = memory.recall(chat, query).text
 done = cpu()
 memory.close()
-print(json.dumps({"first_s": done - opened, "process_s": done, "rss_mb": resource.getrusage(
-    resource.RUSAGE_SELF).ru_maxrss / 1024, "text": text}))
+# VmHWM, not ru_maxrss: Linux keeps ru_maxrss across fork+exec (it would be the bench's own peak)
+hwm = int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+print(json.dumps({"first_s": done - opened, "process_s": done, "rss_mb": hwm / 1024, "text": text}))
 """
 
 
