@@ -136,6 +136,9 @@ def test_the_demo_leaves_no_temporary_folder(tmp_path):
     out = json.loads(run("demo", "--json", env={"TMPDIR": str(scratch)}).stdout)
     assert out["data_dir"] is None and out["stats"]["nodes_active"] == 18 and out["stats"]["edges"] == 38
     assert list(scratch.iterdir()) == []
+    run("demo", env={"TMPDIR": str(scratch)})  # the injections too: the token counter reads its file in place
+    # (tiktoken copied it into $TMPDIR/data-gym-cache); `.ses`, 51 bytes, is onnxruntime's own, from its C library
+    assert [p.name for p in scratch.iterdir() if p.name != ".ses"] == []
 
 
 def test_ingest_and_curate_without_a_model_stop_before_creating_anything(tmp_path):
