@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx2
@@ -13,6 +12,7 @@ import openai
 import pytest
 
 import curator
+import st_harness
 from curator.service.proxy import inject
 from curator.testing.scripted import reply_text, scripted_model
 from curator.service.server import ServiceConfig, create_app
@@ -85,15 +85,10 @@ def proxy(tmp_path):
 
 
 def settle(server, chat="c"):
-    """Wait until the chat's background extraction jobs are done."""
-    with httpx2.Client(headers=CLIENT, base_url=server.url + "/api/v1") as http:
-        for _ in range(500):
-            jobs = http.get("/jobs", params={"chat": chat}).json()["jobs"]
-            if jobs and all(j["state"] not in ("queued", "running") for j in jobs):
-                assert all(j["state"] == "done" for j in jobs), jobs
-                return
-            time.sleep(0.02)
-    raise AssertionError("extraction did not settle")
+    """Wait until the chat's background work is done: the reply stored (just after its response), its extraction
+    queued and run, nothing due. Waiting for the jobs alone could return before the newest reply's job was queued,
+    and its commit then landed during the next request (a regenerate's reuse saw the memory change: CI)."""
+    st_harness.settle(server.url, server.server.config.app.state.service.memory, chat)
 
 
 def converse(client, server, turns, chat="c", stream_last=False):
