@@ -246,10 +246,10 @@ def _drop_lexicon(data: Path, chat: str) -> None:
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0], lambda p: (
         p.add_argument("--sizes", help="comma-separated chat sizes (default 10000,100000)"),
-        p.add_argument("--repeat", type=int, default=5, help="measured fresh processes per figure (default 5)"),
+        p.add_argument("--repeat", type=int, help="measured fresh processes per figure (default 5; 2 with --quick)"),
         p.add_argument("--keep", help="build the chats in this folder and keep them for the next run")))
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else ([2000] if args.quick else [10_000, 100_000])
-    repeat = 2 if args.quick else args.repeat
+    repeat = args.repeat or (2 if args.quick else 5)
     tmp = Path(tempfile.mkdtemp(prefix="curator-cold-"))
     try:
         env = child_env(tmp / "pycache")

@@ -5,7 +5,9 @@ A chat of `--size` nodes is written as bench/recall_latency.py writes it (charac
 message each), without vectors. `curator vectors rebuild --chat X` then runs as a user runs it, in its own process:
 it is interrupted with SIGINT (Ctrl-C) once its bar passes `--stop-at` of the work, and run again, which goes on
 from where it stopped; a third run must find nothing to do. The report gives the wall time and CPU seconds of each
-run, what each embedded, the bar's last reading before the interrupt, and how long the interrupted one took to exit.
+run, what each embedded, the bar's last reading before the interrupt, and how long the interrupted one took to exit;
+then the texts the interrupted run kept (their hashes saved in the store) and whether the run that went on embedded
+exactly the rest of the work, every node indexed after it, and nothing left for the third.
 
     python bench/vector_build.py [--quick] [--json] [--size 100000] [--stop-at 0.3] [--keep DIR]
 """
@@ -30,6 +32,7 @@ from recall_latency import NAMES, PLACES, sentence
 
 import curator
 from curator.store.messages import Message
+from curator.store.vector_rows import all_hashes
 
 CURATOR = ([str(Path(sys.executable).with_name("curator"))] if Path(sys.executable).with_name("curator").exists()
            else [sys.executable, "-m", "curator"])
@@ -60,6 +63,14 @@ def write_chat(data: Path, chat: str, size: int, seed: int) -> None:
         if ops:
             memory.commit(chat, ops, floor, "test")
         memory.set_messages(chat, [Message("assistant", rng.choice(NAMES), sentence(rng, i)) for i in range(size)])
+
+
+def kept_texts(data: Path, chat: str) -> int:
+    """The texts (node documents and events' sources) whose vectors the store records as written: what a run that
+    goes on must not embed again."""
+    with curator.open(data) as memory:
+        hashes = all_hashes(memory.store.conn, chat)
+    return sum(content is not None for content, _, _ in hashes.values()) + sum(bool(s) for _, _, s in hashes.values())
 
 
 def rebuild(data: Path, chat: str, env: dict, stop_at: float | None = None) -> dict:
@@ -124,6 +135,7 @@ def main() -> None:
         runs = []
         progress("curator vectors rebuild, interrupted")
         runs.append({"run": f"first, Ctrl-C at {args.stop_at:.0%}", **rebuild(data, chat, env, args.stop_at)})
+        runs[0]["kept"] = kept_texts(data, chat)
         progress("curator vectors rebuild again: goes on from there")
         runs.append({"run": "second (goes on)", **rebuild(data, chat, env)})
         progress("curator vectors rebuild a third time: nothing left")
@@ -131,10 +143,16 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     total_wall = round(sum(r["wall_s"] for r in runs[:2]), 1)
+    first, second, third = runs
+    # the run that goes on embeds exactly what the interrupted one had not saved, and then every node is indexed
+    resumed = {"exactly_the_rest": second["bar"][1] == first["bar"][1] - first["kept"] and first["kept"] > 0,
+               "all_nodes": second["embedded"] is not None and second["embedded"] + second["unchanged"] == size,
+               "nothing_left": third["exit"] == 0 and third["embedded"] == 0 and third["unchanged"] == size}
     report = {"benchmark": "vector_build", "quick": args.quick, "env": environment(),
               "params": {"size": size, "stop_at": args.stop_at, "load": os.getloadavg(),
                          "threads": os.environ.get("CURATOR_EMBED_THREADS", "default")},
-              "results": {"runs": runs, "wall_s": total_wall, "cpu_s": round(sum(r["cpu_s"] for r in runs[:2]), 1)}}
+              "results": {"runs": runs, "wall_s": total_wall, "cpu_s": round(sum(r["cpu_s"] for r in runs[:2]), 1),
+                          "resumed": resumed}}
 
     def render(r: dict) -> str:
         res = r["results"]
@@ -145,7 +163,9 @@ def main() -> None:
                 + f"\n{r['params']['size']:,} nodes built in {res['wall_s']} s of wall time ({res['wall_s'] / 60:.1f} "
                   f"min), {res['cpu_s']} CPU-s, over the interrupted run and the one that went on; load "
                   f"{', '.join(f'{x:.2f}' for x in r['params']['load'])}"
-                + (f"\nthe interrupted run said: {res['runs'][0]['said']}" if res["runs"][0]["said"] else ""))
+                + (f"\nthe interrupted run said: {res['runs'][0]['said']}" if res["runs"][0]["said"] else "")
+                + f"\nthe interrupted run kept {res['runs'][0]['kept']:,} of {res['runs'][0]['bar'][1]:,} texts; "
+                  + ", ".join(f"{k.replace('_', ' ')}: {'yes' if v else 'NO'}" for k, v in res["resumed"].items()))
 
     emit(args, report, render)
 

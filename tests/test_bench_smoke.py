@@ -189,3 +189,71 @@ def test_fork_cost_quick():
     for fork in forks:  # copy-on-write would skip the commit rows, never more
         assert fork["bytes_cow"] + fork["commit_bytes"] == fork["bytes_copied_log"]
         assert fork["copied_log_ms"] >= fork["cow_ms"]
+
+
+# The three cold-start benches (issue 33). Their children drop CURATOR_* from the environment (each measures a fresh
+# process on the default SQLite store), so on the PostgreSQL run the parent's store and the children's would differ:
+# the SQLite run covers them.
+cold_start_bench = pytest.mark.engine("sqlite", reason="the bench's child processes run on SQLite by design")
+RESULT_KEYS["cold_start"] = {"commands", "serve", "first_recall"}
+SPREAD_KEYS = {"min_s", "median_s", "runs"}
+
+
+@cold_start_bench
+def test_cold_start_quick():
+    """One measured process per figure (--repeat 1) on the 2,000-node chat: every one-shot command and cheap error
+    exits as expected (the bench stops otherwise), serve answers health before its app loads, and a fresh process's
+    cold first recall gives the same injection as the whole state."""
+    report = run_quick("cold_start", "--repeat", "1")
+    results = report["results"]
+    assert report["params"]["sizes"] == [2000] and report["params"]["repeat"] == 1
+    assert [c["case"] for c in results["commands"]][:3] == ["--help", "chats", "show"]
+    assert len(results["commands"]) == 8 and all(SPREAD_KEYS <= c.keys() for c in results["commands"])
+    serve = results["serve"]
+    assert SPREAD_KEYS <= serve["health"].keys() and SPREAD_KEYS <= serve["first_request"].keys()
+    assert serve["health_before_the_app_loaded"] == 1  # it listens before the app loads
+    (row,) = results["first_recall"]
+    assert row["case"] == "2,000 nodes" and row["same_injection"] is True
+    for how in ("cold", "whole", "bare"):
+        assert SPREAD_KEYS <= row[how]["first"].keys() and SPREAD_KEYS <= row[how]["process"].keys()
+        assert row[how]["rss_mb"] > 0
+    assert {"no_snapshot_yet", "after_20_turns", "cli_recall", "ratio_cold_to_bare",
+            "ratio_whole_to_cold"} <= row.keys()
+
+
+RESULT_KEYS["vector_build"] = {"runs", "wall_s", "cpu_s", "resumed"}
+
+
+@cold_start_bench
+def test_vector_build_quick():
+    """`curator vectors rebuild` on a 1,000-node chat, interrupted by SIGINT at 30%: exit 130 with the message, the
+    texts written so far kept, the next run embeds exactly the rest and the third finds nothing to do."""
+    report = run_quick("vector_build")
+    first, second, third = report["results"]["runs"]
+    assert (first["exit"], second["exit"], third["exit"]) == (130, 0, 0)
+    assert "interrupted" in first["said"] and first["exit_after_sigint_s"] is not None
+    assert first["bar"][1] == 1000 + 800  # every node's text and every event's source
+    assert 0 < first["kept"] < first["bar"][1]
+    assert second["bar"] == [first["bar"][1] - first["kept"]] * 2
+    assert 0 < second["embedded"] < 1000 and second["embedded"] + second["unchanged"] == 1000
+    assert third["embedded"] == 0 and third["unchanged"] == 1000
+    assert report["results"]["resumed"] == {"exactly_the_rest": True, "all_nodes": True, "nothing_left": True}
+
+
+RESULT_KEYS["serve_memory"] = {"readings", "after_warm_up_mb", "last_mb", "peak_mb", "change_pct",
+                               "peak_over_warm_pct", "cpu_ms_per_recall"}
+
+
+@cold_start_bench
+def test_serve_memory_quick():
+    """`curator serve` answers 600 recalls after 200 of warm-up (the bench stops on any non-200), and the service's
+    RSS and CPU are read every 100."""
+    report = run_quick("serve_memory")
+    results = report["results"]
+    readings = results["readings"]
+    assert [r["recalls"] for r in readings] == list(range(0, 601, 100))
+    assert all(r["rss_mb"] > 0 for r in readings)  # NaN (no /proc reading) fails too
+    assert all(a["cpu_s"] <= b["cpu_s"] for a, b in zip(readings, readings[1:]))
+    assert results["after_warm_up_mb"] == readings[0]["rss_mb"] and results["last_mb"] == readings[-1]["rss_mb"]
+    assert results["peak_mb"] == max(r["rss_mb"] for r in readings)
+    assert results["cpu_ms_per_recall"] > 0
