@@ -107,6 +107,9 @@ def rebuild(data: Path, chat: str, env: dict, stop_at: float | None = None) -> d
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     text = (buffer + rest).decode("utf-8", "replace")
+    found = BAR.findall(text)  # the bar's last drawing may come after the last poll (a run that ends quickly)
+    if found:
+        last = tuple(map(int, found[-1]))
     counts = re.search(r"(\d+) embedded, (\d+) updated, (\d+) deleted, (\d+) unchanged", out.decode())
     return {"exit": proc.returncode, "wall_s": round(wall, 1),
             "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 1),
