@@ -175,7 +175,7 @@ def session(ui, server, memory, upstream, turns: int) -> dict:
             "generation_without": latency_summary(timed["off"]),
             "added_p50_ms": round(added * 1000, 1),
             "server_generation_started_ms": latency_summary([m / 1000 for m in server_ms]) if server_ms else None,
-            "extraction_calls": calls, "compression_calls": sum(
+            "extraction_calls": calls, "maintenance_calls": sum(
                 1 for r in upstream.requests if r.get("tools") and r["tools"][0]["function"]["name"] == "answer"),
             "replies_in_memory": replies, "replies_copied_by_forks": shared, "replies_extracted_again": redone,
             "calls_per_new_reply": round((calls - redone) / max(1, replies - shared), 3), "chats": per_chat}
@@ -192,7 +192,7 @@ def render(report: dict) -> str:
              f"extraction calls {r['extraction_calls']}: {r['replies_in_memory']} replies in memory, of which "
              f"{r['replies_copied_by_forks']} a branch copied (no call), and {r['replies_extracted_again']} replies "
              f"extracted again after the edit 8 floors back: {r['calls_per_new_reply']} calls per new reply; "
-             f"compression calls {r['compression_calls']}", "",
+             f"maintenance calls (consolidation, synopses, compression) {r['maintenance_calls']}", "",
              table(["chat", "floors", "replies", "commits", "active nodes", "edges", "LLM calls", "tokens"],
                    [(name, c["floors"], c["replies"], c["commits"], c["nodes_active"], c["edges"], c["llm_calls"],
                      c["tokens"]) for name, c in r["chats"].items()])]

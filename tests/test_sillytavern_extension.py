@@ -49,16 +49,17 @@ GROUP = {"name": "Road", "members": ["Eileen.png", "Mira.png"], "activation_stra
 
 
 class Calls:
-    """The model's requests, by kind: SillyTavern's generations, memory's extractions and compressions."""
+    """The model's requests, by kind: SillyTavern's generations, memory's extractions and its maintenance (consolidation,
+    synopses, compression: on by default)."""
 
     def __init__(self, upstream):
         self.upstream = upstream
 
     def kinds(self) -> dict[str, int]:
-        counts = {"generate": 0, "extract": 0, "compress": 0}
+        counts = {"generate": 0, "extract": 0, "maintain": 0}
         for body in self.upstream.requests:
             tools = body.get("tools") or []
-            kind = "generate" if not tools else "compress" if tools[0]["function"]["name"] == "answer" else "extract"
+            kind = "generate" if not tools else "maintain" if tools[0]["function"]["name"] == "answer" else "extract"
             counts[kind] += 1
         return counts
 
@@ -149,7 +150,7 @@ def test_a_role_play_session_in_sillytavern(session):
         ui.idle()
         after = calls.kinds()
         used = after["extract"] - before["extract"]
-        spent.append((name, used, after["compress"] - before["compress"]))
+        spent.append((name, used, after["maintain"] - before["maintain"]))
         assert used == expected_extractions, (name, before, after)
         return result
 
@@ -258,7 +259,7 @@ def test_a_role_play_session_in_sillytavern(session):
     assert ui.page.errors == []
     total = calls.kinds()
     print(f"\nSillyTavern {st_harness.VERSION} + the extension in chromium: "
-          + ", ".join(f"{name}: {extract}" + (f" (+{compress} compression)" if compress else "")
-                      for name, extract, compress in spent)
+          + ", ".join(f"{name}: {extract}" + (f" (+{maintain} maintenance)" if maintain else "")
+                      for name, extract, maintain in spent)
           + f"\ngenerations {total['generate']}, extraction calls {total['extract']}, "
-            f"compression calls {total['compress']}")
+            f"maintenance calls {total['maintain']}")
