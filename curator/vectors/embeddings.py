@@ -180,9 +180,9 @@ class StaticE5Embedder(_Local):
 
 
 class StaticE5WithE5Queries(StaticE5Embedder):
-    """`static-e5/e5-query`, the default: documents (node texts, messages) by the static vectors, queries by e5
-    itself ("query:"), brought into the static vectors' space by the map their training stored. Every document
-    embeds at static speed; a recall pays e5 for its query texts only (bench/README.md)."""
+    """`static-e5/e5-query` (the default before e5-joined): documents (node texts, messages) by the static vectors,
+    queries by e5 itself ("query:"), brought into the static vectors' space by the map their training stored. Every
+    document embeds at static speed; a recall pays e5 for its query texts only (bench/README.md)."""
 
     dense_weight: ClassVar[float | None] = 0.7  # chosen on LoCoMo's tune conversations (bench/README.md)
 
