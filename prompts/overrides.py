@@ -17,8 +17,6 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-import yaml
-
 from curator.prompts.render import PromptError, shipped_path, template_names
 
 FOLDER = "prompts"
@@ -237,6 +235,8 @@ def _keys(node: object, prefix: str = "") -> set[str]:
 
 
 def _parse_labels(text: str, shipped: str, name: str) -> dict[str, Any]:
+    import yaml  # here, not at import: a command that reads no labels does not load it
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -8,7 +8,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from curator.schemas.model import Schema
@@ -78,6 +77,8 @@ def load_schema(ref: str | Path) -> Schema:
 
 def parse_schema(text: str, source: str = "<schema>") -> Schema:
     """Parse YAML (a superset of JSON) text into a validated Schema."""
+    import yaml  # here, not at import: a stored schema is JSON, read without it
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -127,4 +128,6 @@ def dump_schema(schema: Schema, fmt: str = "yaml") -> str:
     data = schema.to_data()
     if fmt == "json":
         return json.dumps(data, ensure_ascii=False, indent=2)
+    import yaml  # only for YAML output
+
     return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=110)

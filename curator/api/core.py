@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from curator.api.settings_ops import SettingsOps
 from curator.api.story_ops import StoryOps
-from curator.schemas import Schema, load_schema
 
 from curator.extract.chatfile import read_chat
 from curator.store.messages import MessageLike, as_messages
@@ -30,6 +29,8 @@ from curator.llm.access import NO_MODELS, Models
 # operation needs them: `curator show` or `curator chats` reads the store and nothing else.
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
+
+    from curator.schemas import Schema
 
     from curator.extract.channel import AfterExtraction, AfterFloor, ChannelWriter
     from curator.extract.extractor import ExtractionResult
@@ -127,6 +128,8 @@ class MemoryCore(SettingsOps, StoryOps):
         """Create a chat using a schema object, a preset name or a schema file path. With `exist_ok`, a chat that
         already exists with a schema of that name is returned as it is (a script can run again); one with another
         schema is still an error (ChatExists)."""
+        from curator.schemas import Schema, load_schema  # not at import: a read-only command needs no schema
+
         if not isinstance(schema, Schema):
             schema = load_schema(schema)
         try:

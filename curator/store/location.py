@@ -10,8 +10,6 @@ import re
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
-import yaml
-
 from curator.errors import StoreError
 
 STORE_ENV = "CURATOR_STORE"
@@ -53,6 +51,8 @@ def _configured(data_dir: Path) -> str | None:
     path = data_dir / CONFIG_FILENAME
     if not path.exists():
         return None
+    import yaml  # here, not at import: most data directories have no config.yaml
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:

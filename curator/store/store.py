@@ -16,18 +16,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from curator.schemas import Schema, schema_from_data
-
-from curator.store import rewind, trash
+from curator.store import trash
 from curator.store.changes import ChangeLog
 from curator.store.db import BUSY_TIMEOUT_MS, Connection, Row, connect
 from curator.store.location import store_url
 from curator.errors import ChatExists, ChatNotFound, CuratorError
 from curator.store.messages import Message
-from curator.store.ops import dump_ops
-from curator.store.projection import Applier
 from curator.store.queries import GraphView
 from curator.store.records import (  # CommitRecord, RollbackResult, UndoResult and utc_now are imported from here
     CommitRecord as CommitRecord,
@@ -42,6 +38,11 @@ from curator.store.records import (  # CommitRecord, RollbackResult, UndoResult 
     write_messages,
 )
 from curator.store.trash import Retention, TrashBatch
+
+# The write path (ops, projection, rewind) and the schema model load when a write or a chat's schema needs them:
+# a command that only reads the graph (`curator chats`) builds no pydantic model.
+if TYPE_CHECKING:
+    from curator.schemas import Schema
 
 MAX_FLOOR = 2**63 - 1  # floors are 64-bit integers on both engines
 ORIGINS = ("extract", "curate", "maintenance", "import", "manual", "test")
@@ -297,6 +298,9 @@ class Store:
             raise CuratorError(f"unknown commit origin {origin!r}; one of: {', '.join(ORIGINS)}")
         if anchor_floor < 0:
             raise CuratorError(f"anchor floor must be >= 0, got {anchor_floor}")
+        from curator.store.ops import dump_ops
+        from curator.store.projection import Applier
+
         parsed = _parse(list(ops))
         at = at or utc_now()
         with self.transaction(chat_id) as conn:
@@ -329,6 +333,8 @@ class Store:
         `messages`, the chat's floors from `floor` on are replaced by them in the same transaction (a sync), and
         the old ones are kept in the batch too.
         """
+        from curator.store import rewind
+
         check_floor(floor)
         with self.transaction(chat_id) as conn:
             schema = self.chat(chat_id).schema
@@ -350,6 +356,8 @@ class Store:
         kept in the chat. What the undo displaces (the commits made since) becomes a batch of its own."""
         if isinstance(batch_id, bool) or not isinstance(batch_id, int):
             raise CuratorError(f"batch id {batch_id!r} is not an integer")
+        from curator.store import rewind
+
         with self.transaction(chat_id) as conn:
             schema = self.chat(chat_id).schema
             result, touched, floors = rewind.undo(conn, chat_id, schema, batch_id, retention=self.retention,
@@ -384,6 +392,8 @@ class Store:
     def rebuild_projection(self, chat_id: str, check: bool = True) -> int:
         """Throw the graph tables away and replay the whole commit log; returns the commits replayed. `check=False`:
         also on a file whose integrity check fails (the repair, curator/store/integrity.py)."""
+        from curator.store.projection import Applier
+
         if not check:
             self._sound = True
         with self.transaction(chat_id) as conn:
@@ -404,6 +414,8 @@ class Store:
         """Forget the chat's whole commit log and graph (a full rebuild starts from here); returns the commits
         removed. They go to the trash (`undo` brings them back). Messages and settings stay, unless `messages` is
         given: then they replace the chat's floors in the same transaction (the old ones are kept in the batch)."""
+        from curator.store import rewind
+
         with self.transaction(chat_id) as conn:
             self.chat(chat_id)
             removed, _batch = rewind.clear(conn, chat_id, reason=reason, detail=detail,
@@ -417,7 +429,7 @@ class Store:
     # ---- reads --------------------------------------------------------------------------------
     def graph(self, chat_id: str) -> GraphView:
         """Read-only queries over one chat's graph."""
-        self.chat(chat_id)
+        self._chat_row(chat_id, "id")  # the chat must exist (its schema is not needed: not parsed)
         return GraphView(self.conn, chat_id)
 
 
@@ -440,6 +452,8 @@ def _schema_json(schema: Schema) -> str:
 @lru_cache(maxsize=64)
 def _schema_from_json(text: str) -> Schema:
     # Parsing a schema is the costliest part of a small commit; the stored JSON text is a perfect cache key.
+    from curator.schemas import schema_from_data
+
     return schema_from_data(json.loads(text), "stored chat schema")
 
 
