@@ -1,7 +1,5 @@
 """What every `curator` command module shares: the Typer app, global options, error reporting."""
 
-from __future__ import annotations
-
 import functools
 import traceback
 from collections.abc import Callable
@@ -62,7 +60,7 @@ def reported(command: Callable[P, T]) -> Callable[P, T]:
     return run
 
 
-def open_memory(existing: bool = False) -> Memory:
+def open_memory(existing: bool = False) -> "Memory":
     """The Memory of `--data`. `existing`: a read-only command; a missing store is an error and nothing is created."""
     from curator.api.memory import Memory  # loaded by the commands that use it, not by `--help`
 
@@ -82,7 +80,7 @@ def open_memory(existing: bool = False) -> Memory:
     return Memory(state["data"], store=state["store"])
 
 
-def require_models(*tasks: Task) -> None:
+def require_models(*tasks: "Task") -> None:
     """Stop before anything is created when a task has no model profile (the error carries the settings hint)."""
     settings = _settings()
     for task in tasks:
@@ -97,7 +95,7 @@ def require_channel_models() -> None:
     require_models(*(task[writer] for writer in writers_of(_settings().extraction.channel)))
 
 
-def _settings() -> Settings:
+def _settings() -> "Settings":
     from curator.paths import data_dir
     from curator.settings import load_settings
 

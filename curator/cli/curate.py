@@ -1,7 +1,5 @@
 """`curator curate`: run the memory_curator agent for one floor of a chat (director mode from the shell)."""
 
-from __future__ import annotations
-
 import json
 from typing import TYPE_CHECKING, Annotated
 
@@ -41,7 +39,7 @@ def curate(
                            "Nothing was committed; fix the cause (model profile, cap) and run it again.")
 
 
-def _print(result: CurateResult) -> None:
+def _print(result: "CurateResult") -> None:
     usage = result.usage
     console.out.print(f"curator run for [bold]{result.chat_id}[/] floor {result.floor} (step {result.seq}; writable: "
                       f"{', '.join(result.active_types) or 'none'}) · {usage.calls} model requests, "

@@ -8,8 +8,6 @@ ends exist (and its end when it ends). Each floor's writes are one commit anchor
 a turn holds only what the replies before it gave.
 """
 
-from __future__ import annotations
-
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -140,7 +138,7 @@ def _demo(target: Path, shown: list[int], json_: bool, kept: bool) -> None:
                               f"curator --data ./demo recall --chat {CHAT} --query \"what does Eileen owe\"")
 
 
-def _print_turn(floor: int, message: Message, injection: Injection) -> None:
+def _print_turn(floor: int, message: "Message", injection: "Injection") -> None:
     from rich.markup import escape
     from rich.panel import Panel
 
@@ -154,7 +152,7 @@ def _print_turn(floor: int, message: Message, injection: Injection) -> None:
     console.out.print(Panel(escape(injection.text or "(nothing yet)"), expand=False))
 
 
-def _embed_with_progress(memory: Memory, chat_id: str) -> None:
+def _embed_with_progress(memory: "Memory", chat_id: str) -> None:
     """Recall needs the graph's vectors: embed them first, with a bar (the local model loads on first use); each
     later commit embeds its own nodes."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -4,8 +4,6 @@ Every rollback (`curator rollback`, a sync, a proxy edit, an ingest of a changed
 reverted as a batch; `history` lists them, `undo` puts one back exactly (graph and floors), `history purge` drops
 them for good."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -117,7 +115,7 @@ def undo(
                           f"them, or `curator sync CHAT_FILE --chat {chat}`")
 
 
-def _due(memory: Memory, chat: str) -> list[int]:
+def _due(memory: "Memory", chat: str) -> list[int]:
     from curator.extract.extractor import due_floors
 
     return [f for f, _ in due_floors(memory.store, chat, memory.settings)]

@@ -1,7 +1,5 @@
 """The `curator` command line: the library, one command per operation, `--json` everywhere."""
 
-from __future__ import annotations
-
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -228,7 +226,7 @@ def ingest(
         # sources), so no later recall pays for the whole chat; the bar counts what was embedded.
         index = memory.index if limit != 0 else None
 
-        def on_step(result: FloorResult, done: int, due: int) -> None:
+        def on_step(result: "FloorResult", done: int, due: int) -> None:
             nonlocal task
             if task is None:
                 task = progress.add_task(f"ingest {chat}", total=due, cost="")

@@ -1,8 +1,6 @@
 """`curator compact | consolidate | summarize | forget | reflect | evolve`: the maintenance commands. Each prints
 what changed and what it cost (LLM calls, tokens), or the same as JSON with `--json`."""
 
-from __future__ import annotations
-
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
@@ -30,7 +28,7 @@ def _progress(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
         yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
-def _show(report: MaintenanceReport, json_: bool) -> None:
+def _show(report: "MaintenanceReport", json_: bool) -> None:
     if json_:
         console.print_json(report.to_dict())
     else:

@@ -1,8 +1,6 @@
 """CLI commands of the service and of history safety: `curator serve`, `curator mcp`, `curator sync`,
 `curator rebuild`."""
 
-from __future__ import annotations
-
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -62,7 +60,7 @@ def serve(
         raise MissingExtra("server", "the HTTP service") from exc
     memory = open_memory()  # creates and migrates the store once, before any worker starts
 
-    def config() -> ServiceConfig:
+    def config() -> "ServiceConfig":
         from curator.service.server import ServiceConfig  # MissingExtra without the `server` extra
         from curator.service.server.request_guard import SitePolicy
         from curator.service.server.security import Limits
@@ -107,7 +105,7 @@ def serve(
                                            log_level="warning"))
     early.on_error = lambda _error: setattr(server, "should_exit", True)
 
-    def load() -> FastAPI:
+    def load() -> "FastAPI":
         from curator.service.server import create_app
 
         warn_if_no_extraction()  # after the banner, while the app loads: the port is already answering

@@ -6,8 +6,6 @@
     curator prompts list | show NAME [--shipped] | diff NAME | set NAME FILE | reset NAME
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

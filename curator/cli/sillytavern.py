@@ -1,7 +1,5 @@
 """`curator sillytavern install|export`: put the Memory Curator extension where SillyTavern finds it."""
 
-from __future__ import annotations
-
 import shutil
 import subprocess
 from pathlib import Path

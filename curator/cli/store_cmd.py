@@ -1,8 +1,6 @@
 """`curator store migrate`: copy the store to another engine (SQLite data directory <-> PostgreSQL); `curator store
 check [--repair]`: its integrity."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,7 +19,7 @@ store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
 app.add_typer(store_app, name="store")
 
 
-def _open(spec: str | None, role: str, must_exist: bool) -> Store:
+def _open(spec: str | None, role: str, must_exist: bool) -> "Store":
     """A store named on the command line: a postgresql:// URL, a data directory (SQLite), or None for the
     store of --data (with its --store / CURATOR_STORE / config.yaml)."""
     from curator.paths import data_dir

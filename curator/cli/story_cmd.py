@@ -1,8 +1,6 @@
 """`curator facts` (the memory at a point in story time) and the contradiction inbox (`curator contradictions`,
 `curator resolve`)."""
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Any
 
