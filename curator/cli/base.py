@@ -15,6 +15,7 @@ from curator.errors import CuratorError
 if TYPE_CHECKING:
     from curator.api.memory import Memory
     from curator.settings import Settings, Task
+    from curator.store.store import Store
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -65,19 +66,34 @@ def open_memory(existing: bool = False) -> "Memory":
     from curator.api.memory import Memory  # loaded by the commands that use it, not by `--help`
 
     if existing:
-        from curator.paths import data_dir
-        from curator.store.db import store_exists
-        from curator.store.location import redact, store_url
-
-        where = data_dir(state["data"])
-        url = store_url(where, state["store"])
-        if not store_exists(where, url):
-            raise CuratorError(
-                f"no memory store in {redact(url) if url else where}",
-                "Nothing was created. Pass --data (or set CURATOR_DATA) "
-                "to the directory you used, or start one with `curator init` or `curator demo`.",
-            )
+        _require_store()
     return Memory(state["data"], store=state["store"])
+
+
+def open_store() -> "Store":
+    """The store of `--data` alone, for a read-only command that needs nothing but the graph (no settings, models or
+    vector index: `curator chats`, `curator show`; a fresh process does not load the Memory API for them). A missing
+    store is an error and nothing is created."""
+    from curator.paths import data_dir
+    from curator.store.store import Store
+
+    _require_store()
+    return Store(data_dir(state["data"]), store=state["store"])  # as Memory opens it
+
+
+def _require_store() -> None:
+    from curator.paths import data_dir
+    from curator.store.db import store_exists
+    from curator.store.location import redact, store_url
+
+    where = data_dir(state["data"])
+    url = store_url(where, state["store"])
+    if not store_exists(where, url):
+        raise CuratorError(
+            f"no memory store in {redact(url) if url else where}",
+            "Nothing was created. Pass --data (or set CURATOR_DATA) "
+            "to the directory you used, or start one with `curator init` or `curator demo`.",
+        )
 
 
 def require_models(*tasks: "Task") -> None:

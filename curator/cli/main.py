@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from curator.cli import console
-from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_channel_models
+from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, open_store, reported, require_channel_models
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:
@@ -44,8 +44,8 @@ def init(
 @reported
 def chats(json_: JsonOpt = False) -> None:
     """List the chats in the data directory."""
-    with open_memory(existing=True) as memory:
-        rows = [{"chat": c, **memory.graph(c).stats()} for c in memory.chats()]
+    with open_store() as store:
+        rows = [{"chat": c, **store.graph(c).stats()} for c in store.chats()]
     if json_:
         console.print_json(rows)
         return
@@ -64,14 +64,14 @@ def show(
     json_: JsonOpt = False,
 ) -> None:
     """Show a chat's memory graph."""
-    with open_memory(existing=True) as memory:
-        graph = memory.graph(chat)
+    with open_store() as store:
+        graph = store.graph(chat)
         if json_:
             console.print_json({"chat": chat, "stats": graph.stats(),
                                 "nodes": [n.to_dict() for n in graph.nodes(archived=None if archived else False)],
                                 "edges": [e.to_dict() for e in graph.edges()]})
             return
-        console.print_graph(chat, graph, memory.chat(chat).schema, include_archived=archived)
+        console.print_graph(chat, graph, store.chat(chat).schema, include_archived=archived)
 
 
 @app.command()
