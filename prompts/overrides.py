@@ -77,6 +77,7 @@ class Prompts:
         self.folder = folder
         self._cache: dict[str, tuple[int, Template | dict[str, Any]]] = {}  # name -> (override's mtime, parsed)
         self._lock = threading.Lock()
+        self._files: dict[tuple[Path, str], Path] = {}  # (folder, name) -> the override's path, worked out once
 
     # ---- reading ---------------------------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -88,7 +89,10 @@ class Prompts:
     def _file(self, name: str) -> Path | None:
         if self.folder is None:
             return None
-        return self.folder / shipped_path(name).name
+        path = self._files.get((self.folder, name))
+        if path is None:
+            path = self._files[(self.folder, name)] = self.folder / shipped_path(name).name
+        return path
 
     def override(self, name: str) -> str | None:
         path = self._file(name)
@@ -164,6 +168,12 @@ class Prompts:
             self._cache[name] = (mtime, parsed)
         return parsed
 
+    def pinned(self) -> Prompts:
+        """These prompts read once: each template and label the view is asked for is checked against its
+        override file the first time only, so a whole injection renders with one version of each (and without
+        a `stat` per heading)."""
+        return _Pinned(self)
+
     def _where(self, name: str) -> str:
         path = self._file(name)
         return f" ({path})" if path is not None and path.exists() else ""
@@ -232,6 +242,34 @@ def _keys(node: object, prefix: str = "") -> set[str]:
     if isinstance(node, dict):
         return {k for key, value in node.items() for k in _keys(value, f"{prefix}{key}.")}
     return {prefix.rstrip(".")}
+
+
+
+class _Pinned(Prompts):
+    """`Prompts.pinned`: the same folder and cache, each name parsed (and its file checked) once."""
+
+    def __init__(self, prompts: Prompts):
+        self.folder, self._cache, self._lock = prompts.folder, prompts._cache, prompts._lock
+        self._files = prompts._files
+        self._seen: dict[str, Template | dict[str, Any]] = {}
+        self._labels: dict[tuple[str, ...], str] = {}
+
+    def _parsed(self, name: str) -> Template | dict[str, Any]:
+        parsed = self._seen.get(name)
+        if parsed is None:
+            parsed = self._seen[name] = super()._parsed(name)
+        return parsed
+
+    def label(self, *path: str, **values: object) -> str:
+        if values:
+            return super().label(*path, **values)
+        found = self._labels.get(path)
+        if found is None:
+            found = self._labels[path] = super().label(*path)
+        return found
+
+    def pinned(self) -> Prompts:
+        return self
 
 
 def _parse_labels(text: str, shipped: str, name: str) -> dict[str, Any]:

@@ -125,3 +125,24 @@ def test_the_settings_api_is_typed_for_other_front_ends(tmp_path):
         memory.commit("a", [{"op": "create_node", "type": "character_sheet", "fields": {"name": "Eileen"}}], 0)
         injection = client.post("/api/v1/chats/a/recall", json={"query": "Eileen"}).json()
         assert "### Current state" in injection["text"]
+
+
+def test_an_injection_renders_with_one_version_of_each_prompt_and_the_next_sees_an_edit(tmp_path):
+    """`Prompts.pinned` (what `pack` renders with): each template and label read once, so a whole injection has
+    one version of each; a new view (the next recall) sees an override saved meanwhile."""
+    from curator.prompts.overrides import Prompts
+
+    prompts = Prompts(tmp_path)
+    pinned = prompts.pinned()
+    assert pinned.label("blocks", "recalled") == "Memory: recalled for this turn"
+    assert pinned.render("inject_block", heading="h", sections="s").strip() == "[h]\ns"
+    prompts.save("inject_block", "<<$heading>>\n$sections\n")
+    shipped = prompts.shipped("inject_labels")
+    prompts.save("inject_labels", shipped.replace("Memory: recalled for this turn", "Recalled"))
+    assert pinned.label("blocks", "recalled") == "Memory: recalled for this turn"
+    assert pinned.render("inject_block", heading="h", sections="s").strip() == "[h]\ns"
+    assert pinned.pinned() is pinned
+    again = prompts.pinned()
+    assert again.label("blocks", "recalled") == prompts.label("blocks", "recalled") == "Recalled"
+    assert again.render("inject_block", heading="h", sections="s").strip() == "<<h>>\ns"
+    assert again.label("views", "known", bucket="B", speaker="Mira") == "B (known to Mira)"

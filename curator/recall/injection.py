@@ -156,6 +156,7 @@ def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled:
     """Fill the budget, never cutting a node (one that does not fit whole is left out, and named). Persistent
     nodes (given in `rank_persistent` order) come first, up to 70% of the budget; then recalled nodes by score.
     Each block is rendered in story order, with the templates and labels of `prompts`."""
+    prompts = prompts.pinned()  # one version of each template for the whole injection, its file checked once
     used = 2 * block_overhead(prompts) + plan_tokens(injection, prompts)  # the plan's block comes off the top
     limits = {"persistent": int(injection.budget_tokens * PERSISTENT_SHARE), "recalled": injection.budget_tokens}
     blocks: tuple[tuple[str, Sequence[Node | Chosen]], ...] = (("persistent", persistent), ("recalled", recalled))
@@ -205,15 +206,18 @@ VIEWS = ("known", "own", "mistaken", "rumour", "unknown")  # how the speaker hol
 def render_text(injection: Injection, schema: Schema, prompts: Prompts = SHIPPED) -> str:
     """The injection as text: its blocks, each grouped into sections (by bucket, or with a speaker by view and
     bucket), with the templates and labels of `prompts` (a data directory's own, or the shipped ones)."""
+    prompts = prompts.pinned()
     blocks = []
     for block in ("persistent", "recalled"):
         items: list[Chosen] = getattr(injection, block)
         if not items:
             continue
+        grouped: dict[tuple[str, str], list[Chosen]] = {}  # (view, bucket) -> its items, in the block's order
+        for c in items:
+            grouped.setdefault((c.view, _bucket(schema, c.node)), []).append(c)
         sections = []
         for view, bucket, heading in _sections(injection, prompts):
-            lines = [_line(c, injection.speaker, prompts) for c in items
-                     if _bucket(schema, c.node) == bucket and c.view == view]
+            lines = [_line(c, injection.speaker, prompts) for c in grouped.get((view, bucket), ())]
             if lines:
                 sections.append(prompts.render("inject_section", bucket=heading, lines="\n".join(lines)).strip())
         blocks.append(prompts.render("inject_block", heading=prompts.label("blocks", block),
