@@ -49,8 +49,8 @@ GROUP = {"name": "Road", "members": ["Eileen.png", "Mira.png"], "activation_stra
 
 
 class Calls:
-    """The model's requests, by kind: SillyTavern's generations, memory's extractions and its maintenance (consolidation,
-    synopses, compression: on by default)."""
+    """The model's requests, by kind: SillyTavern's generations, memory's extractions and its maintenance
+    (consolidation, synopses, compression: on by default)."""
 
     def __init__(self, upstream):
         self.upstream = upstream
