@@ -36,11 +36,9 @@ def sentence(rng: random.Random, i: int) -> str:
             f"and left {rng.choice(OBJECTS)} (scene {i}).")
 
 
-def build_chat(memory, chat: str, size: int, rng: random.Random, dims: tuple[int, int]) -> float:
-    """`size` nodes (people, places, events; a fifth of the events folded into summaries), indexed with
-    random vectors (`dims`: of the nodes' space and of the sources'). Returns the seconds it took."""
-    started = now()
-    hooks, memory.store.on_change[:] = list(memory.store.on_change), []  # no live sync: vectors are written below
+def write_nodes(memory, chat: str, size: int, rng: random.Random, per_commit: int = 1000) -> None:
+    """A new chat of `size` nodes (a tenth people, a tenth places, the rest events, `per_commit` to a commit) and a
+    message per node, with no vectors."""
     memory.create_chat(chat, "default")
     ops, floor = [], 0
     for i in range(size):
@@ -53,13 +51,21 @@ def build_chat(memory, chat: str, size: int, rng: random.Random, dims: tuple[int
         else:
             ops.append({"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i}",
                         "fields": {"summary": sentence(rng, i)}, "floor_from": i, "floor_to": i})
-        if len(ops) == 1000:
+        if len(ops) == per_commit:
             memory.commit(chat, ops, floor, "test")
             floor += 1
             ops = []
     if ops:
         memory.commit(chat, ops, floor, "test")
     memory.set_messages(chat, [Message("assistant", rng.choice(NAMES), sentence(rng, i)) for i in range(size)])
+
+
+def build_chat(memory, chat: str, size: int, rng: random.Random, dims: tuple[int, int]) -> float:
+    """`size` nodes (people, places, events; a fifth of the events folded into summaries), indexed with
+    random vectors (`dims`: of the nodes' space and of the sources'). Returns the seconds it took."""
+    started = now()
+    hooks, memory.store.on_change[:] = list(memory.store.on_change), []  # no live sync: vectors are written below
+    write_nodes(memory, chat, size, rng)
     index = memory.index
     schema = memory.chat(chat).schema
     nodes = memory.graph(chat).nodes(archived=None)

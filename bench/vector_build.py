@@ -28,10 +28,9 @@ import time
 from pathlib import Path
 
 from _common import emit, environment, parse_args, progress, table
-from recall_latency import NAMES, PLACES, sentence
+from recall_latency import write_nodes
 
 import curator
-from curator.store.messages import Message
 from curator.store.vector_rows import all_hashes
 
 CURATOR = ([str(Path(sys.executable).with_name("curator"))] if Path(sys.executable).with_name("curator").exists()
@@ -40,29 +39,9 @@ BAR = re.compile(r"(\d+)/(\d+)")
 
 
 def write_chat(data: Path, chat: str, size: int, seed: int) -> None:
-    rng = random.Random(seed)
     with curator.open(data) as memory:
-        if chat in memory.chats():
-            return
-        memory.create_chat(chat, "default")
-        ops, floor = [], 0
-        for i in range(size):
-            if i % 10 == 0:
-                ops.append({"op": "create_node", "id": f"c{i}", "type": "character_sheet",
-                            "fields": {"name": f"{rng.choice(NAMES)} {i}", "goal": sentence(rng, i)}})
-            elif i % 10 == 1:
-                ops.append({"op": "create_node", "id": f"l{i}", "type": "location_state",
-                            "fields": {"name": f"{rng.choice(PLACES)} {i}", "danger": sentence(rng, i)}})
-            else:
-                ops.append({"op": "create_node", "id": f"e{i}", "type": "event", "title": f"Summary {i}",
-                            "fields": {"summary": sentence(rng, i)}, "floor_from": i, "floor_to": i})
-            if len(ops) == 2000:
-                memory.commit(chat, ops, floor, "test")
-                floor += 1
-                ops = []
-        if ops:
-            memory.commit(chat, ops, floor, "test")
-        memory.set_messages(chat, [Message("assistant", rng.choice(NAMES), sentence(rng, i)) for i in range(size)])
+        if chat not in memory.chats():
+            write_nodes(memory, chat, size, random.Random(seed), per_commit=2000)
 
 
 def kept_texts(data: Path, chat: str) -> int:
