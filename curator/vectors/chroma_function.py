@@ -6,7 +6,7 @@ from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 from typing import Any, Literal
 
-from curator.vectors.embeddings import Embedder, make_embedder
+from curator.vectors.embeddings import Embedder, LazyEmbedder
 from curator.vectors.profile import EmbeddingProfile
 
 
@@ -15,15 +15,13 @@ class CuratorEmbeddingFunction(EmbeddingFunction[Documents]):
     """Chroma's handle on our embedders. Registered, so a reopened collection can rebuild it from its config
     (the profile; never a key). Chroma's own default function would download a model and is never used."""
 
-    def __init__(self, profile: EmbeddingProfile | dict[str, Any]) -> None:
+    def __init__(self, profile: EmbeddingProfile | dict[str, Any], shared: LazyEmbedder | None = None) -> None:
         self.profile = profile if isinstance(profile, EmbeddingProfile) else EmbeddingProfile(**profile)
-        self._embedder: Embedder | None = None
+        self._shared = shared or LazyEmbedder(self.profile)  # the index's, so the model loads once
 
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = make_embedder(self.profile)
-        return self._embedder
+        return self._shared.embedder
 
     def __call__(self, input: Documents) -> Embeddings:
         return list(self.embedder.embed_documents(list(input)))

@@ -337,6 +337,25 @@ def warm_up(profile: EmbeddingProfile) -> bool:
     return True
 
 
+class LazyEmbedder:
+    """A profile's embedder, made at its first use (a missing key or model fails there, clearly). The index holds
+    one; Chroma's handle on it (`chroma_function.py`) is made only when Chroma's client is, since importing chromadb
+    costs about 0.7 s of CPU that a one-shot recall need not pay (`chroma_direct.py`)."""
+
+    def __init__(self, profile: EmbeddingProfile) -> None:
+        self.profile = profile
+        self._embedder: Embedder | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = make_embedder(self.profile)
+        return self._embedder
+
+
 def make_embedder(profile: EmbeddingProfile) -> Embedder:
     if profile.provider == "openai":
         return OpenAIEmbedder(profile)

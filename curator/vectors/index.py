@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
-import chromadb
-import chromadb.config
 import numpy as np
 
 from curator.errors import CuratorError
@@ -33,7 +31,8 @@ from curator.vectors.documents import SOURCE_CHARS, SOURCE_SPAN, embedded_source
 from curator.vectors.messages import LEGACY_MESSAGES, MessageVectors
 from curator.vectors.mirror import Mirrors
 from curator.vectors.pending import FLUSH_ROWS, Batch, PendingWrites
-from curator.vectors.chroma_function import CuratorEmbeddingFunction
+from curator.vectors.chroma_direct import DirectReader
+from curator.vectors.embeddings import LazyEmbedder
 from curator.vectors.profile import EmbeddingProfile
 from curator.vectors.hashes import StoredHashes
 from curator.vectors.search import NODES, SOURCES, VectorSearch
@@ -45,6 +44,7 @@ from curator.store.queries import GraphView
 from curator.store.store import Store
 
 if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
     from curator.schemas import Schema
@@ -72,8 +72,8 @@ class VectorIndex(VectorSearch, VectorWrites):
     or a Chroma server when `url` is given."""
 
     def __init__(self, store: Store, profile: EmbeddingProfile, url: str | None = None) -> None:
-        self.store, self.profile = store, profile
-        self.function = CuratorEmbeddingFunction(profile)
+        self.store, self.profile, self.url = store, profile, url
+        self.function = LazyEmbedder(profile)  # `.embedder`: the model, loaded at first use
         self._locks: dict[str, threading.RLock] = {}  # one sync at a time per chat; chats in parallel
         self._locks_guard = threading.Lock()
         self._collections: dict[tuple[str, str], Collection] = {}  # (chat, kind) -> Chroma collection handle
@@ -91,26 +91,48 @@ class VectorIndex(VectorSearch, VectorWrites):
                                        lambda texts: self.function.embedder.embed_documents(texts))
         self.pending = PendingWrites(store, settle=bool(url))  # writes staged for Chroma, per chat
         self.mirrors = Mirrors(self._read_vectors, self._indexed_ids)  # in-memory copies searched instead of Chroma
+        self.folder = Path(store.data_dir) / "chroma"
+        # searches answered without chromadb's Python client until this process needs it (`chroma_direct.py`)
+        self.direct = None if url else DirectReader(self.folder)
+        self._client: ClientAPI | None = None
+        self._client_lock = threading.Lock()
+        if url or not self.folder.is_dir():  # a server is reached now, a new index's folder made now: either fails
+            self.client  # noqa: B018 - here, clearly, rather than at the first search
+
+    @property
+    def client(self) -> ClientAPI:
+        """Chroma's client, made at first use (a write, a metadata read, a rebuild): embedded, on disk under the data
+        directory, or the server at `url`."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    if self.direct is not None:
+                        self.direct.close()
+                    self._client = self._connect()
+        return self._client
+
+    def _connect(self) -> ClientAPI:
+        import chromadb
+        import chromadb.config
+
         settings = chromadb.config.Settings(anonymized_telemetry=False)
-        if url:
-            parsed = urlparse(url)
+        if self.url:
+            parsed = urlparse(self.url)
             try:
-                self.client = chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
-                                                  ssl=parsed.scheme == "https", settings=settings)
+                return chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
+                                           ssl=parsed.scheme == "https", settings=settings)
             except Exception as exc:  # noqa: BLE001 - chromadb raises ValueError, httpx errors, ... for one cause
-                raise CuratorError(f"cannot reach the Chroma server at {url} ({type(exc).__name__}: {exc})",
+                raise CuratorError(f"cannot reach the Chroma server at {self.url} ({type(exc).__name__}: {exc})",
                                    "Start the Chroma server, or remove `vectors_url` from config.yaml to use the "
                                    "embedded index.") from None
-        else:
-            folder = Path(store.data_dir) / "chroma"
-            try:
-                self.client = chromadb.PersistentClient(path=str(folder), settings=settings)
-            except Exception as exc:  # noqa: BLE001 - chromadb's InternalError, OSError, ... for one cause
-                raise CuratorError(f"cannot open the embedded vector index in {folder} ({type(exc).__name__}: "
-                                   f"{' '.join(str(exc).split())[:200]})",
-                                   "The data directory must be writable (the index writes beside memory.db); copy it "
-                                   "somewhere writable and pass --data, or set `vectors_url` to a Chroma server."
-                                   ) from None
+        try:
+            return chromadb.PersistentClient(path=str(self.folder), settings=settings)
+        except Exception as exc:  # noqa: BLE001 - chromadb's InternalError, OSError, ... for one cause
+            raise CuratorError(f"cannot open the embedded vector index in {self.folder} ({type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())[:200]})",
+                               "The data directory must be writable (the index writes beside memory.db); copy it "
+                               "somewhere writable and pass --data, or set `vectors_url` to a Chroma server."
+                               ) from None
 
     def close(self) -> None:
         """Write the staged rows to Chroma and let the search threads go (the Chroma client needs no closing). A
@@ -135,8 +157,11 @@ class VectorIndex(VectorSearch, VectorWrites):
         """The chat's collection (handles are kept: opening one costs a round of Chroma's catalogue)."""
         found = self._collections.get((chat_id, kind))
         if found is None:
+            from curator.vectors.chroma_function import CuratorEmbeddingFunction
+
+            function = CuratorEmbeddingFunction(self.profile, self.function)
             found = self._collections[(chat_id, kind)] = self.client.get_or_create_collection(
-                self.collection_name(chat_id, kind), embedding_function=cast(Any, self.function),
+                self.collection_name(chat_id, kind), embedding_function=cast(Any, function),
                 metadata={"chat_id": chat_id, "profile": self.profile.key})
         return found
 
@@ -446,6 +471,8 @@ class VectorIndex(VectorSearch, VectorWrites):
         for kind in (NODES, SOURCES):
             self._collections.pop((chat_id, kind), None)
             self._counts.pop((chat_id, kind), None)
+            if self.direct is not None:
+                self.direct.forget(self.collection_name(chat_id, kind))
 
     def drop(self, chat_id: str) -> None:
         """Forget the chat's vectors (the collection and the hashes)."""

@@ -9,12 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from chromadb.errors import NotFoundError
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
 
-    from curator.vectors.chroma_function import CuratorEmbeddingFunction
+    from curator.vectors.chroma_direct import DirectReader
+    from curator.vectors.embeddings import LazyEmbedder
     from curator.vectors.mirror import Mirrors
     from curator.vectors.pending import PendingWrites
 
@@ -27,7 +27,8 @@ QueryVectors = dict[Any, np.ndarray]
 class VectorSearch:
     """Mixed into `VectorIndex`, which gives it what is declared here."""
 
-    function: CuratorEmbeddingFunction
+    function: LazyEmbedder
+    direct: DirectReader | None
     pending: PendingWrites
     mirrors: Mirrors
     _query_cache: OrderedDict[tuple[str, ...], np.ndarray]
@@ -38,6 +39,9 @@ class VectorSearch:
         def _collection(self, chat_id: str, kind: str = NODES) -> Collection: ...
 
         def _count(self, chat_id: str, kind: str) -> int: ...
+
+        @staticmethod
+        def collection_name(chat_id: str, kind: str = NODES) -> str: ...
 
         def _drop_handles(self, chat_id: str) -> None: ...
 
@@ -130,7 +134,6 @@ class VectorSearch:
         if not text.strip():
             return []
         staged = self.pending.view(chat_id, kind)
-        collection = self._collection(chat_id, kind)
         count = self._count(chat_id, kind)
         if count == 0 and not staged.ids:
             return []
@@ -141,18 +144,27 @@ class VectorSearch:
         found = self.mirrors.search(chat_id, kind, vector, k, staged.hidden) if count else []
         if found is None:
             asked = k + len(staged.shadow)
-            try:
-                result = collection.query(query_embeddings=[vector], n_results=asked, include=["distances"])
-            except NotFoundError:  # another process dropped and made the collection again (a full rebuild)
-                self._drop_handles(chat_id)
-                collection = self._collection(chat_id, kind)
-                result = collection.query(query_embeddings=[vector], n_results=asked, include=["distances"])
-            found = [(i, 1.0 - d) for i, d in zip(result["ids"][0], (result["distances"] or [[]])[0])
-                     if i not in staged.hidden]
+            found = self.direct.query(self.collection_name(chat_id, kind), vector, asked) \
+                if self.direct is not None else None
+            if found is None:
+                found = self._chroma_query(chat_id, kind, vector, asked)
+            found = [(i, similarity) for i, similarity in found if i not in staged.hidden]
         if staged.ids:
             found.extend(staged.search(vector, k))
             found.sort(key=lambda pair: -pair[1])
         return found[:k]
+
+    def _chroma_query(self, chat_id: str, kind: str, vector: np.ndarray, n: int) -> list[tuple[str, float]]:
+        from chromadb.errors import NotFoundError
+
+        collection = self._collection(chat_id, kind)
+        try:
+            result = collection.query(query_embeddings=[vector], n_results=n, include=["distances"])
+        except NotFoundError:  # another process dropped and made the collection again (a full rebuild)
+            self._drop_handles(chat_id)
+            collection = self._collection(chat_id, kind)
+            result = collection.query(query_embeddings=[vector], n_results=n, include=["distances"])
+        return [(i, 1.0 - d) for i, d in zip(result["ids"][0], (result["distances"] or [[]])[0])]
 
     def neighbours(
         self, chat_id: str, node_id: str, k: int = 5, where: dict[str, Any] | None = None

@@ -18,7 +18,7 @@ from curator.vectors.search import NODES, SOURCES
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
 
-    from curator.vectors.chroma_function import CuratorEmbeddingFunction
+    from curator.vectors.embeddings import LazyEmbedder
     from curator.vectors.profile import EmbeddingProfile
     from curator.vectors.messages import MessageVectors
 
@@ -95,7 +95,7 @@ class Direct:
 class VectorWrites:
     """Mixed into `VectorIndex`, which gives it what is declared here."""
 
-    function: CuratorEmbeddingFunction
+    function: LazyEmbedder
     messages: MessageVectors
     profile: EmbeddingProfile
 
