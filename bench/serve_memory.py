@@ -47,7 +47,7 @@ def main() -> None:
         p.add_argument("--recalls", type=int, default=10_000, help="recalls measured after warm-up (default 10000)"),
         p.add_argument("--warm", type=int, default=1000, help="recalls before the first reading (default 1000)"),
         p.add_argument("--every", type=int, default=1000, help="recalls between readings (default 1000)")))
-    recalls, warm, every = (600, 200, 100) if args.quick else (args.recalls, args.warm, args.every)
+    recalls, warm, every = (300, 100, 50) if args.quick else (args.recalls, args.warm, args.every)
     rng = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="curator-rss-"))
     proc = None

@@ -26,6 +26,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "engine(name, reason): the test only makes sense on this store engine")
     config.addinivalue_line("markers", "no_store: the test never opens a store (skipped on the PostgreSQL run)")
+    config.addinivalue_line("markers", "once(reason): costly and the same on either engine: runs on one run only, the "
+                                       "engine $CURATOR_TEST_ONCE_ENGINE names (default sqlite)")
 
 
 def store_engine(config) -> str:
@@ -35,10 +37,13 @@ def store_engine(config) -> str:
 
 def pytest_collection_modifyitems(config, items):
     engine = store_engine(config)
+    once_on = os.environ.get("CURATOR_TEST_ONCE_ENGINE", "sqlite")
     for item in items:
         wanted = item.get_closest_marker("engine")
         if wanted and wanted.args[0] != engine:
             item.add_marker(pytest.mark.skip(reason=f"{wanted.args[0]} only: {wanted.kwargs.get('reason', '')}"))
+        elif item.get_closest_marker("once") and engine != once_on:
+            item.add_marker(pytest.mark.skip(reason=f"the same on either engine: the {once_on} run covers it"))
         elif engine != "sqlite" and item.get_closest_marker("no_store"):
             item.add_marker(pytest.mark.skip(reason="never opens a store; the SQLite run covers it"))
 
