@@ -257,3 +257,22 @@ def test_serve_memory_quick():
     assert results["after_warm_up_mb"] == readings[0]["rss_mb"] and results["last_mb"] == readings[-1]["rss_mb"]
     assert results["peak_mb"] == max(r["rss_mb"] for r in readings)
     assert results["cpu_ms_per_recall"] > 0
+
+
+RESULT_KEYS["mirror_search"] = {"searches"}
+
+
+@pytest.mark.once(reason="the in-memory vector search, the same on either engine")
+def test_mirror_search_quick():
+    """On e5 vectors of LoCoMo dev's texts (5,000 rows), the shipped search of a big copy (a projection first) finds
+    nearly all of the exact k nearest, for recall's node and source searches."""
+    import os
+
+    data = Path(os.environ.get("CURATOR_LOCOMO_DEV") or ROOT.parent / "shared" / "data" / "locomo_dev.json")
+    if not data.is_file():
+        pytest.skip(f"the LoCoMo dev split is absent ({data}; set CURATOR_LOCOMO_DEV)")
+    searches = run_quick("mirror_search")["results"]["searches"]
+    assert [(s["k"], s["method"].split()[0]) for s in searches] == [
+        (k, method) for k in (200, 100) for method in ("exact", "int8", "shipped")]
+    assert all(s["cpu_ms"] > 0 for s in searches)
+    assert all(s["found_of_exact"] >= (1.0 if s["method"].startswith("exact") else 0.98) for s in searches), searches

@@ -42,10 +42,11 @@ def test_a_copy_answers_the_exact_nearest_leaving_out_hidden_and_removed_ids():
     assert copy.search(query, 0, frozenset()) == []
 
 
-def test_a_big_copy_is_searched_by_bits_first_and_finds_nearly_all_the_exact_nearest(monkeypatch):
-    """Past BITS_ROWS rows the first pass reads one bit a dimension (the sign against the mean row); what it keeps
-    is scored again exactly. On vectors that share a common part and fall in topics, as embeddings do, it finds
-    nearly every one of the exact nearest, with their exact similarities; hidden and removed ids stay out."""
+def test_a_big_copy_is_searched_in_a_projection_first_and_finds_nearly_all_the_exact_nearest(monkeypatch):
+    """Past PROJECTED_ROWS rows the first pass reads the rows' main directions about their mean (a quarter of the
+    dimensions here); what it keeps is scored again exactly. On vectors that share a common part and fall in topics,
+    as embeddings do, it finds nearly every one of the exact nearest, with their exact similarities; hidden and
+    removed ids stay out."""
     rng = np.random.default_rng(5)
     topics = rng.normal(size=(40, 64))
     vectors = (3.0 + topics[rng.integers(0, 40, 6000)] + 0.8 * rng.normal(size=(6000, 64))).astype(np.float32)
@@ -53,8 +54,8 @@ def test_a_big_copy_is_searched_by_bits_first_and_finds_nearly_all_the_exact_nea
     copy = Copy(ids, vectors)
     copy.remove(["n1", "n2"])
     used: list[int] = []
-    real = Copy._search_bits
-    monkeypatch.setattr(Copy, "_search_bits", lambda self, *a: used.append(1) or real(self, *a))
+    real = Copy._search_projected
+    monkeypatch.setattr(Copy, "_search_projected", lambda self, *a: used.append(1) or real(self, *a))
     truth = _unit(vectors)
     overlaps = []
     for n in range(20):

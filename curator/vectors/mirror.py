@@ -41,15 +41,17 @@ PAUSE = 0.002  # seconds between two reads of a load
 EXACT_ROWS = 2048  # a copy this small is searched from its floats alone (it stays in cache)
 OVERSAMPLE = 2  # rows of the int8 pass scored again from the floats, per row asked (int8 moves a row by ~25 places
 # at 10k at worst)
-# A bigger copy is first read as two bits a dimension (`_bits`: the sign of the row minus the copy's mean row, e5's
-# vectors sharing a large common part, and whether the row is far from that mean there), compared with the query's
-# by popcount (`_distances`): 96 bytes a row instead of 384. Its best BITS_OVERSAMPLE x k go on to the int8 codes,
-# and their best OVERSAMPLE x k to the floats. On LoCoMo's e5 vectors (8.5k rows, its 786 questions) the k = 200 / 100
-# found are 99.7% / 99.4% of the exact ones (one bit a dimension: 98% / 97% from 8 x k rows);
-# in a warm recall at 10k nodes, after the query's e5 pass, both searches cost ~1.6 ms of CPU against ~1.8 for the
-# int8 pass over every row (bench/README.md, "Issue 31, second round").
-BITS_OVERSAMPLE = 6
-BITS_ROWS = 4096  # copies of more rows than this use the bits' pass (when it leaves out at least half of them)
+# A bigger copy is first read in a projection of its rows (`_basis`): their main directions about the copy's mean row,
+# PROJECTED_DIMS of them (e5's 384 dimensions share a large common part and fall in topics), plus each row's product
+# with the mean, so that a row's score there approximates its cosine with the query. One product over 64 floats a row
+# (a sixth of the floats) picks the best PROJECTED_OVERSAMPLE x k; those go on to the int8 codes, and their best
+# OVERSAMPLE x k to the floats. On LoCoMo's e5 vectors (its 4.2k turns and observations and 5.8k mixes of them, its
+# questions) the k = 200 / 100 found are 99.8% / 99.7% of the exact ones, against 99.6% / 99.2% for the two bits a
+# dimension read before, in about half the CPU (bench/README.md, "Issue 31, fourth look").
+PROJECTED_DIMS = 64
+PROJECTED_OVERSAMPLE = 10
+PROJECTED_ROWS = 4096  # copies of more rows than this use the projection's pass (when it leaves out at least half)
+BASIS_SAMPLE = 4096  # rows the main directions are found from (an SVD of that many rows: ~50 ms, when the copy loads)
 
 Key = tuple[str, str]  # (chat, collection kind)
 Fetch = Callable[[str, str, list[str]], tuple[list[str], np.ndarray]]  # (chat, kind, ids) -> the ids found, vectors
@@ -80,53 +82,21 @@ def _codes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales
 
 
-def _bits(rows: np.ndarray, center: np.ndarray, spread: np.ndarray) -> np.ndarray:
-    """Two bits a dimension, packed in 64-bit words: the sign of (row - center), then whether the row is far from the
-    center there (|row - center| > that dimension's `spread`). A row of 384 floats is 12 words."""
-    words = (rows.shape[1] + 63) // 64
-    bits = np.zeros((len(rows), 2 * words), dtype=np.uint64)
+def _basis(live: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of the `live` rows, and their `dims` main directions about it (a dimension x dims matrix), found from
+    BASIS_SAMPLE rows spread over the copy."""
+    center = live.mean(axis=0)
+    sample = live[::max(1, len(live) // BASIS_SAMPLE)][:BASIS_SAMPLE] - center
+    directions = np.linalg.svd(sample, full_matrices=False)[2][:dims]
+    return center.astype(np.float32), np.ascontiguousarray(directions.T, dtype=np.float32)
+
+
+def _project(rows: np.ndarray, center: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows in the basis (about the center), and each row's product with the center."""
+    projected = np.empty((len(rows), basis.shape[1]), dtype=np.float32)
     for start in range(0, len(rows), PART_ROWS):
-        part = rows[start:start + PART_ROWS] - center
-        for at, plane in ((0, part > 0), (words, np.abs(part) > spread)):
-            packed = np.packbits(plane, axis=1)
-            padded = np.zeros((len(packed), words * 8), dtype=np.uint8)
-            padded[:, :packed.shape[1]] = packed
-            bits[start:start + PART_ROWS, at:at + words] = padded.view(np.uint64)
-    return bits
-
-
-def _pack(plane: np.ndarray) -> np.ndarray:
-    """One row of booleans as 64-bit words (zero-padded)."""
-    packed = np.packbits(plane)
-    if len(packed) % 8:
-        packed = np.concatenate([packed, np.zeros(8 - len(packed) % 8, dtype=np.uint8)])
-    return packed.view(np.uint64)
-
-
-DISTANCE_ROWS = 1024  # rows whose distances are worked out at a time: the temporaries stay in the CPU's cache
-
-
-def _distances(bits: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """How far each row's bits are from the query's: the dimensions whose signs differ, and twice more those among
-    them where the row or the query is far from the center (np.bitwise_count; a row's words summed by a product)."""
-    words = bits.shape[1] // 2
-    signs, far_query, ones = query[:words], query[words:], np.ones(words, dtype=np.int16)
-    out = np.empty(len(bits), dtype=np.int16)
-    step = min(DISTANCE_ROWS, max(len(bits), 1))
-    differ, far = np.empty((step, words), dtype=np.uint64), np.empty((step, words), dtype=np.uint64)
-    counts, total = np.empty((step, words), dtype=np.uint8), np.empty((step, words), dtype=np.int16)
-    for start in range(0, len(bits), step):
-        part = bits[start:start + step]
-        n = len(part)
-        d, f, c, t = differ[:n], far[:n], counts[:n], total[:n]
-        np.bitwise_xor(part[:, :words], signs, out=d)
-        np.bitwise_count(np.bitwise_and(d, part[:, words:], out=f), out=c)  # at most 64 a word, then 128
-        c += np.bitwise_count(np.bitwise_and(d, far_query, out=f))
-        np.bitwise_count(d, out=t)
-        t += c
-        t += c
-        np.dot(t, ones, out=out[start:start + n])  # at most 320 a word
-    return out
+        np.dot(rows[start:start + PART_ROWS] - center, basis, out=projected[start:start + PART_ROWS])
+    return projected, (rows @ center).astype(np.float32)
 
 
 def _products(rows: np.ndarray, query: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -157,23 +127,26 @@ class Copy:
         self.row_of = {node_id: row for row, node_id in enumerate(self.ids)}
         self.matrix = _unit(vectors, owned) if len(self.ids) else np.zeros((0, 0), dtype=np.float32)
         self.codes, self.scales = _codes(self.matrix)
-        # the bits (`_search_bits`), made with the copy when it is big (else at the first search that uses them), and
-        # their center: the mean row then (rows written later are coded against the same one)
+        # the projection (`_search_projected`), made with the copy when it is big (else at the first search that uses
+        # it): the center and basis of the rows then (rows written later are projected in the same one)
         self.center: np.ndarray | None = None
-        self.spread = np.zeros(0, dtype=np.float32)  # per dimension: the median distance of the rows to the center
-        self.bits: np.ndarray | None = None
+        self.basis: np.ndarray | None = None
+        self.projected: np.ndarray | None = None
+        self.bias = np.zeros(0, dtype=np.float32)  # each row's product with the center
         self.live = np.ones(len(self.ids), dtype=bool)
         self.dead = 0  # rows not live
-        if len(self.ids) > BITS_ROWS:  # a copy loads in the background: its bits too, not at the first search
-            self._code_bits()
+        if len(self.ids) > PROJECTED_ROWS:  # a copy loads in the background: its projection too, not at a search
+            self._project_all()
 
     @property
     def nbytes(self) -> int:
-        return self.matrix.nbytes + self.codes.nbytes + (self.bits.nbytes if self.bits is not None else 0)
+        return self.matrix.nbytes + self.codes.nbytes + (self.projected.nbytes if self.projected is not None else 0)
 
     @staticmethod
-    def row_bytes(dim: int) -> int:
-        return dim * 5 + dim // 8  # the floats, the int8 codes and the bits (scales and liveness add 5 bytes a row)
+    def size(rows: int, dim: int) -> int:
+        """The bytes of a copy: the floats, the int8 codes and, past PROJECTED_ROWS, the projection (scales, bias
+        and liveness add 9 bytes a row)."""
+        return rows * (dim * 5 + (4 * _projected_dims(dim) if rows > PROJECTED_ROWS else 0))
 
     def put(self, ids: list[str], vectors: np.ndarray | Sequence[Any]) -> None:
         if not ids:
@@ -184,7 +157,8 @@ class Copy:
             if not self.ids:
                 self.matrix = np.zeros((0, rows.shape[1]), dtype=np.float32)
                 self.codes = np.zeros((0, rows.shape[1]), dtype=np.int8)
-            bits = _bits(rows, self.center, self.spread) if self.bits is not None and self.center is not None else None
+            projected, bias = _project(rows, self.center, self.basis) \
+                if self.center is not None and self.basis is not None else (None, None)
             new = []
             for n, node_id in enumerate(ids):
                 row = self.row_of.get(node_id)
@@ -192,8 +166,8 @@ class Copy:
                     new.append(n)
                 else:
                     self.matrix[row], self.codes[row], self.scales[row] = rows[n], codes[n], scales[n]
-                    if bits is not None and self.bits is not None:
-                        self.bits[row] = bits[n]
+                    if projected is not None and bias is not None and self.projected is not None:
+                        self.projected[row], self.bias[row] = projected[n], bias[n]
                     self.dead -= not self.live[row]
                     self.live[row] = True
             if new:
@@ -202,8 +176,9 @@ class Copy:
                 self.row_of.update((ids[n], start + at) for at, n in enumerate(new))
                 self.matrix = np.vstack([self.matrix, rows[new]])
                 self.codes = np.vstack([self.codes, codes[new]])
-                if bits is not None and self.bits is not None:
-                    self.bits = np.vstack([self.bits, bits[new]])
+                if projected is not None and bias is not None and self.projected is not None:
+                    self.projected = np.vstack([self.projected, projected[new]])
+                    self.bias = np.concatenate([self.bias, bias[new]])
                 self.scales = np.concatenate([self.scales, scales[new]])
                 self.live = np.concatenate([self.live, np.ones(len(new), dtype=bool)])
 
@@ -224,8 +199,8 @@ class Copy:
                 return []
             count = len(self.ids)
             rough = count > EXACT_ROWS
-            if count > BITS_ROWS and BITS_OVERSAMPLE * k < count // 2:
-                return self._search_bits(query, k, hidden)
+            if count > PROJECTED_ROWS and PROJECTED_OVERSAMPLE * k < count // 2:
+                return self._search_projected(query, k, hidden)
             scores = _products(self.codes if rough else self.matrix, query, np.empty(count, np.float32))
             if rough:
                 scores *= self.scales
@@ -241,13 +216,12 @@ class Copy:
             ids = self.ids
             return [(ids[row], score) for row, score in zip(rows.tolist(), scores.tolist()) if score != -np.inf]
 
-    def _code_bits(self) -> tuple[np.ndarray, np.ndarray]:
-        """The bits of every row, against the live rows' mean and their median distance to it per dimension."""
-        live = self.matrix[self.live]
-        center = self.center = live.mean(axis=0)
-        self.spread = np.median(np.abs(live - center), axis=0)
-        bits = self.bits = _bits(self.matrix, center, self.spread)
-        return bits, center
+    def _project_all(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every row in the live rows' main directions about their mean."""
+        live = self.matrix[self.live] if self.live.any() else self.matrix
+        center, basis = self.center, self.basis = _basis(live, _projected_dims(self.matrix.shape[1]))
+        self.projected, self.bias = _project(self.matrix, center, basis)
+        return center, basis, self.projected
 
     def _hide(self, scores: np.ndarray, worst: float, hidden: frozenset[str]) -> None:
         """Dead rows and `hidden` ids get the `worst` score."""
@@ -258,26 +232,30 @@ class Copy:
             if row is not None:
                 scores[row] = worst
 
-    def _search_bits(self, query: np.ndarray, k: int, hidden: frozenset[str]) -> list[tuple[str, float]]:
-        """`search` of a big copy: the bits' pass, then the int8 codes of its best, then the floats of theirs."""
-        bits, center = self.bits, self.center
-        if bits is None or center is None:
-            bits, center = self._code_bits()
-        away = query - center
-        size = np.abs(away)
-        far = size > np.partition(size, len(size) // 2)[len(size) // 2]  # the query's far half of its dimensions
-        packed = np.concatenate([_pack(away > 0), _pack(far)])
-        distances = _distances(bits, packed)
-        worst = distances.dtype.type(np.iinfo(distances.dtype).max)
-        self._hide(distances, worst, hidden)
-        near = np.argpartition(distances, BITS_OVERSAMPLE * k)[:BITS_OVERSAMPLE * k]
-        near = near[distances[near] != worst]
+    def _search_projected(self, query: np.ndarray, k: int, hidden: frozenset[str]) -> list[tuple[str, float]]:
+        """`search` of a big copy: the projection's pass, then the int8 codes of its best, then the floats of theirs."""
+        center, basis, projected = self.center, self.basis, self.projected
+        if center is None or basis is None or projected is None:
+            center, basis, projected = self._project_all()
+        count = len(projected)
+        # a row's cosine with the query ~ (row - c) B . (query - c) B + row . c + (query - row) . c: the last term is
+        # the same for every row but for row . c, which `bias` holds
+        scores = _products(projected, (query - center) @ basis, np.empty(count, np.float32))
+        scores += self.bias
+        self._hide(scores, -np.inf, hidden)
+        asked = min(PROJECTED_OVERSAMPLE * k, count)
+        near = np.argpartition(scores, count - asked)[count - asked:]
+        near = near[scores[near] != -np.inf]
         rough = _products(self.codes[near], query, np.empty(len(near), np.float32)) * self.scales[near]
         near = near[_best(rough, OVERSAMPLE * k)]
         exact = _products(self.matrix[near], query, np.empty(len(near), np.float32))
         top = _best(exact, k)
         ids = self.ids
         return [(ids[row], score) for row, score in zip(near[top].tolist(), exact[top].tolist())]
+
+
+def _projected_dims(dim: int) -> int:
+    return min(PROJECTED_DIMS, max(dim // 4, 8))
 
 
 def _best(scores: np.ndarray, k: int) -> np.ndarray:
@@ -327,7 +305,7 @@ class Mirrors:
         ids = self._listing(*key)
         if ids is None:
             return
-        if len(ids) * Copy.row_bytes(dim) > self._budget:  # it would be dropped as soon as loaded
+        if Copy.size(len(ids), dim) > self._budget:  # it would be dropped as soon as loaded
             self._too_big.add(key)
             return
         writes: list[Write] = []
