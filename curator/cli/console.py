@@ -44,12 +44,14 @@ def _summary(node: Node, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def print_graph(chat_id: str, graph: GraphView, schema: Schema, include_archived: bool = False) -> None:
+def print_graph(chat_id: str, graph: GraphView, schema: tuple[str, list[str]], include_archived: bool = False) -> None:
+    """The chat's nodes, a table per type in the schema's order (`schema`: its name and type names), and its edges."""
     stats = graph.stats()
-    out.print(f"[bold]{chat_id}[/]  schema [cyan]{schema.name}[/]  ·  {stats['nodes_active']} active nodes, "
+    schema_name, type_names = schema
+    out.print(f"[bold]{chat_id}[/]  schema [cyan]{schema_name}[/]  ·  {stats['nodes_active']} active nodes, "
               f"{stats['nodes_archived']} archived, {stats['edges']} edges, {stats['commits']} commits, "
               f"{stats['messages']} messages")
-    for type_name in schema.types:
+    for type_name in type_names:
         nodes = graph.nodes(type=type_name, archived=None if include_archived else False)
         if not nodes:
             continue

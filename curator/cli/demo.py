@@ -130,7 +130,7 @@ def _demo(target: Path, shown: list[int], json_: bool, kept: bool) -> None:
                                 "commits": stats["commits"], "stats": stats})
             return
         console.out.print(f"\n[bold]The memory at the end of the chat[/] (floor {len(messages) - 1}):")
-        console.print_graph(CHAT, memory.graph(CHAT), schema)
+        console.print_graph(CHAT, memory.graph(CHAT), (schema.name, list(schema.types)))
         if kept:
             console.out.print(f"\nTry: curator --data {target} recall --chat {CHAT} --query \"what does Eileen owe\"")
         else:

@@ -71,7 +71,7 @@ def show(
                                 "nodes": [n.to_dict() for n in graph.nodes(archived=None if archived else False)],
                                 "edges": [e.to_dict() for e in graph.edges()]})
             return
-        console.print_graph(chat, graph, store.chat(chat).schema, include_archived=archived)
+        console.print_graph(chat, graph, store.schema_outline(chat), include_archived=archived)
 
 
 @app.command()

@@ -183,6 +183,12 @@ class Store:
         return Chat(row["id"], _schema_from_json(row["schema_json"]), json.loads(row["settings_json"]),
                     row["created_at"], row["updated_at"])
 
+    def schema_outline(self, chat_id: str) -> tuple[str, list[str]]:
+        """A chat's schema name and its node types in order, read without validating the schema (a display needs no
+        more, and the schema models cost a one-shot command ~0.05 s of CPU to import)."""
+        data = json.loads(self._chat_row(chat_id, "schema_json")["schema_json"])
+        return str(data["name"]), list(data["types"])
+
     def has_chat(self, chat_id: str) -> bool:
         return self.conn.execute("SELECT 1 FROM chats WHERE id=?", (chat_id,)).fetchone() is not None
 

@@ -46,12 +46,13 @@ OVERSAMPLE = 2  # rows of the int8 pass scored again from the floats, per row as
 # with the mean, so that a row's score there approximates its cosine with the query. One product over 64 floats a row
 # (a sixth of the floats) picks the best PROJECTED_OVERSAMPLE x k; those go on to the int8 codes, and their best
 # OVERSAMPLE x k to the floats. On LoCoMo's e5 vectors (its 4.2k turns and observations and 5.8k mixes of them, its
-# questions) the k = 200 / 100 found are 99.8% / 99.7% of the exact ones, against 99.6% / 99.2% for the two bits a
-# dimension read before, in about half the CPU (bench/README.md, "Issue 31, fourth look").
+# questions) the k = 200 / 100 found are 99.9% / 99.6% of the exact ones, against 99.6% / 99.2% for the two bits a
+# dimension read before, and a warm recall at 10k nodes costs ~0.6 ms less CPU (bench/README.md, "Issue 31, fourth
+# look"; bench/mirror_search.py).
 PROJECTED_DIMS = 64
 PROJECTED_OVERSAMPLE = 10
 PROJECTED_ROWS = 4096  # copies of more rows than this use the projection's pass (when it leaves out at least half)
-BASIS_SAMPLE = 4096  # rows the main directions are found from (an SVD of that many rows: ~50 ms, when the copy loads)
+BASIS_SAMPLE = 4096  # rows the main directions are found from (~50 ms of CPU at 384 dimensions, when the copy loads)
 
 Key = tuple[str, str]  # (chat, collection kind)
 Fetch = Callable[[str, str, list[str]], tuple[list[str], np.ndarray]]  # (chat, kind, ids) -> the ids found, vectors
@@ -87,8 +88,10 @@ def _basis(live: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
     BASIS_SAMPLE rows spread over the copy."""
     center = live.mean(axis=0)
     sample = live[::max(1, len(live) // BASIS_SAMPLE)][:BASIS_SAMPLE] - center
-    directions = np.linalg.svd(sample, full_matrices=False)[2][:dims]
-    return center.astype(np.float32), np.ascontiguousarray(directions.T, dtype=np.float32)
+    # the eigenvectors of the sample's covariance with the largest eigenvalues (its right singular vectors, for a
+    # tenth of the CPU of an SVD of the sample)
+    _, vectors = np.linalg.eigh((sample.T @ sample).astype(np.float64))
+    return center.astype(np.float32), np.ascontiguousarray(vectors[:, ::-1][:, :dims], dtype=np.float32)
 
 
 def _project(rows: np.ndarray, center: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
