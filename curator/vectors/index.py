@@ -144,6 +144,8 @@ class VectorIndex(VectorSearch, VectorWrites):
             except Exception as exc:  # noqa: BLE001 - closing goes on; the rows are safe in the store
                 log.warning("staged vector writes of chat %r stay in the store for now: %s", chat_id, exc)
         self.mirrors.close()
+        if self.direct is not None:
+            self.direct.close()
         if self._search_pool is not None:
             self._search_pool.shutdown(wait=True)
             self._search_pool = None
