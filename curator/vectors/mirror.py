@@ -241,8 +241,8 @@ class Copy:
         if center is None or basis is None or projected is None:
             center, basis, projected = self._project_all()
         count = len(projected)
-        # a row's cosine with the query ~ (row - c) B . (query - c) B + row . c + (query - row) . c: the last term is
-        # the same for every row but for row . c, which `bias` holds
+        # row . query = (row - c) . (query - c) + row . c + (query . c - c . c): the last term is the same for every
+        # row, `bias` holds row . c, and (row - c) . (query - c) is read in the basis B as (row - c) B . (query - c) B
         scores = _products(projected, (query - center) @ basis, np.empty(count, np.float32))
         scores += self.bias
         self._hide(scores, -np.inf, hidden)
