@@ -140,11 +140,22 @@ class Tavern:
     def switch_character(self, name: str, bound: bool = True) -> dict | None:
         """Click a character in the list: SillyTavern opens its current chat (a new one with its greeting the
         first time). `bound`: wait for the extension to bind it (off when the extension is disabled)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
         index = self.page.evaluate(f"SillyTavern.getContext().characters.findIndex(c => c.name === {json.dumps(name)})")
-        self.page.evaluate(f"SillyTavern.getContext().selectCharacterById('{index}')")
-        self.page.wait_for_function(f"SillyTavern.getContext().name2 === {json.dumps(name)} && "
-                                    "SillyTavern.getContext().getCurrentChatId()"
-                                    " && SillyTavern.getContext().chat.length")
+        opened = (f"SillyTavern.getContext().name2 === {json.dumps(name)} && "
+                  "SillyTavern.getContext().getCurrentChatId() && SillyTavern.getContext().chat.length")
+        for attempt in range(12):
+            # SillyTavern ignores the switch while a chat is still saving or a reply is under way (its toast: "Please
+            # wait until the chat is saved"): a user clicks again, and so does this, unless the switch has begun
+            if attempt == 0 or self.page.evaluate(f"SillyTavern.getContext().characterId !== '{index}'"):
+                self.page.evaluate(f"SillyTavern.getContext().selectCharacterById('{index}')")
+            try:
+                self.page.wait_for_function(opened, timeout=10_000)
+                break
+            except PlaywrightTimeout:
+                if attempt == 11:
+                    raise
         return self.bound() if bound else None
 
     def open_group(self, name: str) -> dict:
