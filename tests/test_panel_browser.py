@@ -187,7 +187,8 @@ def test_the_schema_editor_validates_before_saving(page, service):
     cadence.fill("3")
     page.locator('fieldset[data-type="location_state"] input.always-inject').check()
     page.click("#schema-save")
-    page.wait_for_selector("#schema-message.ok")
+    # "ok" first says the draft is valid, then that it is saved: the stored schema is read after the second
+    page.wait_for_function("(document.querySelector('#schema-message.ok') || {}).textContent?.startsWith('Saved')")
     spec = api.get("/chats/story/schema").json()["types"]["location_state"]
     assert spec["extract_every"] == 3 and spec["always_inject"]["enabled"] is True
 
