@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 ENV_DATA = "CURATOR_DATA"
+ENV_CACHE = "CURATOR_CACHE_DIR"
 
 
 def data_dir(given: str | Path | None = None) -> Path:
@@ -17,6 +18,16 @@ def data_dir(given: str | Path | None = None) -> Path:
     if os.environ.get(ENV_DATA):
         return Path(os.environ[ENV_DATA]).expanduser()
     base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "memory-curator"
+
+
+def cache_dir() -> Path | None:
+    """Where a process keeps what it would otherwise rebuild at every start (`curator/startcache.py`):
+    $CURATOR_CACHE_DIR (empty: nowhere), else $XDG_CACHE_HOME/memory-curator (~/.cache/memory-curator)."""
+    given = os.environ.get(ENV_CACHE)
+    if given is not None:
+        return Path(given).expanduser() if given.strip() else None
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "memory-curator"
 
 

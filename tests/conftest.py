@@ -16,6 +16,11 @@ from curator.schemas import load_preset
 # there (CURATOR_STORE and CURATOR_STORE_SCHEMA_PREFIX, which CLI subprocesses inherit), dropped after the test.
 ENGINES = ("sqlite", "postgresql")
 
+# The start cache (curator/startcache.py) of this run: its own folder, not the user's ~/.cache, shared by the tests
+# and the CLI subprocesses they start; a test of the cache itself points it elsewhere.
+_START_CACHE = tempfile.TemporaryDirectory(prefix="curator-test-cache-")
+os.environ["CURATOR_CACHE_DIR"] = _START_CACHE.name
+
 
 def pytest_addoption(parser):
     parser.addoption("--store-engine", choices=ENGINES, default=None,

