@@ -58,8 +58,11 @@ def rebuild(data: Path, chat: str, env: dict, stop_at: float | None = None) -> d
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     terminal, their_end = pty.openpty()  # the bar draws itself on a terminal, as a user sees it
+    # SIGINT as a terminal gives it, whatever started the bench: a shell without job control starts its background
+    # commands with SIGINT ignored, and Python then keeps it ignored (the Ctrl-C would be lost, and the run go on)
     proc = subprocess.Popen([*CURATOR, "--data", str(data), "vectors", "rebuild", "--chat", chat],
-                            stdout=subprocess.PIPE, stderr=their_end, env={**env, "COLUMNS": "120"})
+                            stdout=subprocess.PIPE, stderr=their_end, env={**env, "COLUMNS": "120"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.close(their_end)
     os.set_blocking(terminal, False)
     last, interrupted_at, buffer, rest = (0, 0), None, b"", b""

@@ -13,8 +13,6 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from curator import waiting
-
 T = TypeVar("T")
 # Threads are reused (each keeps its store connection), and several may wait at once: a coroutine run here may
 # itself call synchronous code that comes back (nested calls), and several loops may each call in.
@@ -28,4 +26,4 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         return asyncio.run(coro)
     context = contextvars.copy_context()  # the caller's context variables, as an await would see them
-    return waiting.result(_workers.submit(context.run, asyncio.run, coro))
+    return _workers.submit(context.run, asyncio.run, coro).result()

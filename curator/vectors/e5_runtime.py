@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from curator import startcache, waiting
+from curator import startcache
 from curator.vectors import onnx_proto as onnx
 from curator.vectors.e5_tokenizer import E5Tokenizer
 from curator.vectors.e5_weights import E5Weights, dequantize
@@ -189,7 +189,7 @@ class E5Runtime:
             futures = [pool.submit(self._encode_row, out, row, prefix + text) for row, text in enumerate(texts)]
             try:
                 for future in futures:
-                    waiting.result(future)
+                    future.result()
             except BaseException:  # Ctrl-C: the texts not started are dropped, not run before the process exits
                 for future in futures:
                     future.cancel()
