@@ -1,23 +1,46 @@
-"""Terminal rendering for the CLI (rich): graphs, commits and schemas as tables, errors as one line + hint."""
+"""Terminal rendering for the CLI (rich): graphs, commits and schemas as tables, errors as one line + hint.
+
+rich loads at the first use of `out` or `err`, not at import: `--json` output and the plain listings print without
+it (`quick.py`: a fresh `curator chats` loads neither typer nor rich)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
     from curator.recall.injection import Injection
     from curator.schemas import Schema
     from curator.store.graph import Node
     from curator.store.queries import GraphView
     from curator.store.store import CommitRecord, RollbackResult
 
-out = Console(soft_wrap=False)
-err = Console(stderr=True)
+_consoles: dict[str, Console] = {}
+
+
+def _console(name: str) -> Console:
+    if name not in _consoles:
+        from rich.console import Console
+
+        _consoles[name] = Console(soft_wrap=False) if name == "out" else Console(stderr=True)
+    return _consoles[name]
+
+
+def __getattr__(name: str) -> Console:
+    """`console.out` (stdout) and `console.err` (stderr), each made at its first use."""
+    if name in ("out", "err"):
+        return _console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _table(**options: Any) -> Table:
+    from rich.table import Table
+
+    return Table(**options)
 
 
 def print_json(data: object) -> None:
@@ -26,9 +49,14 @@ def print_json(data: object) -> None:
 
 
 def print_error(message: str, hint: str = "") -> None:
+    if not sys.stderr.isatty() and not os.environ.get("FORCE_COLOR"):
+        # what rich prints to a pipe or a file, without loading it (a cheap error stays cheap: issue 33)
+        sys.stderr.write(f"Error: {message}\n" + (f"Hint: {hint}\n" if hint else ""))
+        return
     from rich.markup import escape
 
     # soft_wrap: one line however long (a command in it stays whole to copy), the terminal wraps it for the eye
+    err = _console("err")
     err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
     if hint:
         err.print(f"[dim]Hint:[/] {escape(hint)}", highlight=False, soft_wrap=True)
@@ -48,6 +76,7 @@ def print_graph(chat_id: str, graph: GraphView, schema: tuple[str, list[str]], i
     """The chat's nodes, a table per type in the schema's order (`schema`: its name and type names), and its edges."""
     stats = graph.stats()
     schema_name, type_names = schema
+    out = _console("out")
     out.print(f"[bold]{chat_id}[/]  schema [cyan]{schema_name}[/]  ·  {stats['nodes_active']} active nodes, "
               f"{stats['nodes_archived']} archived, {stats['edges']} edges, {stats['commits']} commits, "
               f"{stats['messages']} messages")
@@ -55,7 +84,7 @@ def print_graph(chat_id: str, graph: GraphView, schema: tuple[str, list[str]], i
         nodes = graph.nodes(type=type_name, archived=None if include_archived else False)
         if not nodes:
             continue
-        table = Table(title=f"{type_name} ({len(nodes)})", title_justify="left", show_lines=False, expand=False)
+        table = _table(title=f"{type_name} ({len(nodes)})", title_justify="left", show_lines=False, expand=False)
         for column in ("id", "title", "lvl", "floors", "fields"):
             table.add_column(column, overflow="fold" if column == "fields" else "ellipsis",
                              no_wrap=column != "fields")
@@ -66,7 +95,7 @@ def print_graph(chat_id: str, graph: GraphView, schema: tuple[str, list[str]], i
     edges = graph.edges()
     if edges:
         titles = {n.id: n.title for n in graph.nodes(archived=None)}
-        table = Table(title=f"edges ({len(edges)})", title_justify="left")
+        table = _table(title=f"edges ({len(edges)})", title_justify="left")
         for column in ("source", "relation", "target", "strength", "floors"):
             table.add_column(column)
         for edge in edges:
@@ -78,11 +107,13 @@ def print_graph(chat_id: str, graph: GraphView, schema: tuple[str, list[str]], i
 
 
 def print_commit(record: CommitRecord, verb: str = "committed") -> None:
+    out = _console("out")
     out.print(f"{verb} commit [bold]#{record.id}[/] ({record.origin}, anchored at floor {record.anchor_floor}, "
               f"{len(record.ops)} ops)")
 
 
 def print_rollback(result: RollbackResult) -> None:
+    out = _console("out")
     if not result.reverted:
         out.print(f"nothing to roll back: no commit of {result.chat_id!r} is anchored at floor {result.floor} or later")
         return
@@ -103,11 +134,12 @@ def print_trash(chat_id: str, batches: list[dict[str, Any]]) -> None:
     """A chat's reverted batches, newest first."""
     from rich.markup import escape
 
+    out = _console("out")
     if not batches:
         out.print(f"{chat_id}: nothing reverted (rollbacks, syncs, proxy edits and rebuilds keep what they revert "
                   "here)")
         return
-    table = Table(title=f"{chat_id}: reverted batches, newest first", title_justify="left")
+    table = _table(title=f"{chat_id}: reverted batches, newest first", title_justify="left")
     for column in ("batch", "at", "why", "from floor", "commits", "floors", "what"):
         table.add_column(column, overflow="fold")
     for b in batches:
@@ -126,6 +158,7 @@ def print_batch(data: dict[str, Any]) -> None:
     """One batch: its commits and the floors it keeps."""
     from rich.markup import escape
 
+    out = _console("out")
     out.print(f"[bold]batch #{data['id']}[/] {escape(data['reason'])} at {data['at']} from floor {data['floor']}"
               + (f": {escape(data['detail'])}" if data["detail"] else ""))
     for c in data["commits"]:
@@ -139,6 +172,7 @@ def print_batch(data: dict[str, Any]) -> None:
 
 def print_injection(injection: Injection, title: str | None = None) -> None:
     """The injection as three tables: the persistent block, the recalled block, and what was left out and why."""
+    out = _console("out")
     data = injection.to_dict()
     tokens = data["tokens"]
     out.print(f"[bold]{title or injection.query}[/]")
@@ -173,7 +207,7 @@ def print_injection(injection: Injection, title: str | None = None) -> None:
         if not rows:
             out.print("  (none)")
             continue
-        table = Table(show_header=True, box=None, pad_edge=False)
+        table = _table(show_header=True, box=None, pad_edge=False)
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
@@ -184,8 +218,9 @@ def print_injection(injection: Injection, title: str | None = None) -> None:
 
 
 def print_schema(schema: Schema) -> None:
+    out = _console("out")
     out.print(f"[bold]{schema.name}[/] v{schema.version}: {schema.description}")
-    table = Table(show_lines=True)
+    table = _table(show_lines=True)
     for column in ("type", "identity", "every", "inject", "compression", "fields"):
         table.add_column(column, overflow="fold")
     for spec in schema.types.values():

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from curator.cli import console
-from curator.cli.base import JsonOpt, app, reported, state
+from curator.cli.base import JsonOpt, app, reported
+from curator.cli.session import state
 from curator.errors import CuratorError
 from curator.paths import example_file
 

@@ -6,8 +6,6 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING
 
-import typer
-
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:
@@ -33,6 +31,8 @@ def confirm_rollback(memory: Memory, chat: str, floor: int, assume_yes: bool) ->
 def confirm(question: str, assume_yes: bool) -> None:
     """Ask on a terminal (abort on no); say nothing when not on one or when told yes."""
     if not assume_yes and os.isatty(0):
+        import typer  # here, not at import: the listings that share this module's errors load no typer
+
         typer.confirm(question, abort=True)
 
 

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from curator.cli import console
-from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, open_store, reported, require_channel_models
+from curator.cli import console, quick
+from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_channel_models
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:
@@ -44,16 +44,7 @@ def init(
 @reported
 def chats(json_: JsonOpt = False) -> None:
     """List the chats in the data directory."""
-    with open_store() as store:
-        rows = [{"chat": c, **store.graph(c).stats()} for c in store.chats()]
-    if json_:
-        console.print_json(rows)
-        return
-    if not rows:
-        console.out.print("no chats yet")
-    for row in rows:
-        console.out.print(f"{row['chat']}: {row['nodes_active']} active nodes, {row['edges']} edges, "
-                          f"{row['commits']} commits")
+    quick.chats(json_)
 
 
 @app.command()
@@ -64,14 +55,7 @@ def show(
     json_: JsonOpt = False,
 ) -> None:
     """Show a chat's memory graph."""
-    with open_store() as store:
-        graph = store.graph(chat)
-        if json_:
-            console.print_json({"chat": chat, "stats": graph.stats(),
-                                "nodes": [n.to_dict() for n in graph.nodes(archived=None if archived else False)],
-                                "edges": [e.to_dict() for e in graph.edges()]})
-            return
-        console.print_graph(chat, graph, store.schema_outline(chat), include_archived=archived)
+    quick.show(chat, archived, json_)
 
 
 @app.command()
@@ -207,8 +191,6 @@ def ingest(
     json_: JsonOpt = False,
 ) -> None:
     """Replay a chat file floor by floor, extracting memory as a live chat would (resumable)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     from curator.extract.chatfile import chat_messages  # not ingest: a bad file is told before any LLM code loads
 
     # Before anything is created: the file must be a chat, and the writing channel needs its model (unless
@@ -216,6 +198,8 @@ def ingest(
     chat_messages(file)
     if limit != 0:
         require_channel_models()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     with open_memory() as memory, Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"),
         TimeRemainingColumn(), TextColumn("{task.fields[cost]}"), console=console.err, disable=json_,

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from curator.cli import console
-from curator.cli.base import JsonOpt, app, reported, state
+from curator.cli.base import JsonOpt, app, reported
+from curator.cli.session import state
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:

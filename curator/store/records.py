@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pydantic import ValidationError
-
 from curator.store.dbtypes import Connection, Row
 from curator.errors import OpError
 from curator.store.messages import Message
@@ -87,7 +85,9 @@ def parse_any(ops: list[Any]) -> list[Any]:
     """Ops given as dicts or as op models, parsed (OpError naming the op and the field when one is invalid)."""
     if all(hasattr(op, "op") and not isinstance(op, dict) for op in ops):
         return ops
-    from curator.store.ops import parse_ops  # here, not at import: reading the store builds no op model
+    from pydantic import ValidationError  # here, not at import: reading the store loads no pydantic
+
+    from curator.store.ops import parse_ops  # here too: reading the store builds no op model
 
     try:
         return parse_ops([op if isinstance(op, dict) else op.model_dump(exclude_unset=True) | {"op": op.op}

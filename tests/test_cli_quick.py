@@ -1,0 +1,91 @@
+"""`curator chats` and `curator show` answered without typer (curator/cli/quick.py): the same output and exit codes
+as typer's app gives for the same words, anything but their plain forms left to typer, and a fresh listing that
+loads neither typer, rich nor pydantic (what made it cost 0.3 CPU-s; bench/cold_start.py times it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from curator.cli import quick
+from curator.cli.main import app
+from curator.paths import example_file
+
+EXAMPLE = str(example_file("lantern_road.graph.json"))
+
+
+@pytest.fixture
+def data(tmp_path):
+    where = tmp_path / "data"
+    result = CliRunner().invoke(app, ["--data", str(where), "import", EXAMPLE, "--chat", "road"])
+    assert result.exit_code == 0, result.output
+    return where
+
+
+def _quick(argv: list[str]) -> subprocess.CompletedProcess:
+    """The `curator` entry point in a fresh process, with what it imported on stdout's last line."""
+    code = ("import sys\nfrom curator.cli.quick import run\ncode = run(sys.argv[1:])\nsys.stdout.flush()\n"
+            "print(sorted(m for m in ('typer', 'rich', 'pydantic', 'click') if m in sys.modules))\n"
+            "sys.exit(99 if code is None else code)\n")
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=600,
+                          check=False)
+
+
+def _typer(argv: list[str]) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, argv, env={"COLUMNS": "200", "NO_COLOR": "1"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("words", [
+    ["chats"], ["chats", "--json"],
+    ["show", "--chat", "road"], ["show", "-c", "road", "--archived"], ["show", "--json", "--chat=road"],
+    ["show", "--chat", "road", "--archived", "--json"],
+    ["show", "--chat", "nope"], ["show", "--chat", "nope", "--json"],
+])
+def test_the_listings_print_what_typer_prints(data, words):
+    argv = ["--data", str(data), *words]
+    proc = _quick(argv)
+    assert proc.returncode != 99, "the quick path did not take a plain listing"
+    *printed, imported = proc.stdout.splitlines(keepends=True)
+    code, stdout, stderr = _typer(argv)
+    assert (proc.returncode, "".join(printed), proc.stderr) == (code, stdout, stderr)
+    if words[-1] == "--json" and "nope" not in words:
+        assert json.loads("".join(printed))
+    # no typer, rich or pydantic for a listing (show's tables need rich; an error needs none)
+    assert imported.strip() == ("['rich']" if words[0] == "show" and "--json" not in words and "nope" not in words
+                                else "[]")
+
+
+def test_a_missing_store_is_the_same_error(tmp_path):
+    argv = ["--data", str(tmp_path / "none"), "chats"]
+    proc = _quick(argv)
+    assert proc.returncode == 1 and proc.stderr.startswith("Error: no memory store in ")
+    assert (proc.returncode, proc.stderr) == _typer(argv)[::2]
+    assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["--help"], ["chats", "--help"], ["show"], ["show", "--chat"], ["show", "--chat", "--json"],
+    ["show", "-c=road"], ["show", "-croad"], ["show", "--chat", "a", "--chat", "b"], ["show", "--chat", ""],
+    ["chats", "--json", "--json"], ["chats", "--data", "x"], ["chats", "extra"], ["--debug=1", "chats"],
+    ["--data"], ["recall", "--chat", "road"], ["--", "chats"], ["chats", "--archived"], ["--json", "chats"],
+])
+def test_anything_but_a_plain_listing_goes_to_typer(argv):
+    assert quick.parse(argv) is None
+
+
+def test_the_forms_it_reads():
+    assert quick.parse(["--data", "d", "--debug", "--store=sqlite", "show", "--archived", "-c", "x"]) == (
+        "show", {"data": "d", "debug": True, "store": "sqlite"}, {"archived": True, "chat": "x"})
+    assert quick.parse(["chats"]) == ("chats", {}, {})
+
+
+def test_debug_shows_the_traceback_on_the_quick_path(tmp_path):
+    proc = _quick(["--data", str(tmp_path), "--debug", "show", "--chat", "nope"])
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "Error: no memory store" in proc.stderr
