@@ -7,8 +7,10 @@
 - the first recall in a fresh process on chats of 10k and 100k nodes (built as bench/recall_latency.py builds
   them: random vectors, real BM25 text, a message per event): the `recall()` call alone, and the whole process
   (`curator recall` from the shell), next to the same process doing a bare query (embed the query, one Chroma
-  query of 20) and to the whole recall state loaded first (`Recaller(full_after=0)`: what every first recall did
-  before, reading and tokenizing every node), all in the same run. The first recall of a chat whose lexicon
+  query of 20 through chromadb's client), to the floor (embed the query, search both of the chat's collections
+  through Chroma's Rust bindings as recall's first searches do: what any recall of this design pays) and to the
+  whole recall state loaded first (`Recaller(full_after=0)`: what every first recall did before, reading and
+  tokenizing every node), all in the same run. The first recall of a chat whose lexicon
   snapshot is not saved yet (it is made then, once), and the first after 20 live turns committed by another
   process (the snapshot followed by what changed) are timed too. The injections of the cold and the whole state
   are compared (equal; tests/test_cold_recall.py checks it on every feature).
@@ -63,6 +65,13 @@ if how == "whole":  # as `Memory.recall` makes its recaller, with the whole stat
 if how == "bare":
     vector = memory.index.function.embedder.embed_queries([query])[0]
     memory.index._collection(chat).query(query_embeddings=[vector], n_results=20, include=["distances"])
+    text = ""
+elif how == "floor":  # what any recall of this design pays: one e5 pass, both collections through the Rust bindings
+    from curator.vectors.search import NODES, SOURCES
+    index = memory.index
+    vector = index.function.embedder.embed_queries([query])[0]
+    for kind in (NODES, SOURCES):
+        assert index.direct.query(index.collection_name(chat, kind), vector, 20), "the direct reader did not answer"
     text = ""
 else:
     text = memory.recall(chat, query).text
@@ -213,7 +222,7 @@ def first_recalls(data: Path, sizes: list[int], repeat: int, env: dict, seed: in
         first_ever = run("cold", queries[0])
         row["no_snapshot_yet"] = {"first_s": round(first_ever["first_s"], 3)}
         progress(f"{chat}: first recalls, cold / whole / bare, {repeat} fresh processes each")
-        found: dict[str, list[dict]] = {"cold": [], "whole": [], "bare": []}
+        found: dict[str, list[dict]] = {"cold": [], "whole": [], "bare": [], "floor": []}
         for query in queries[1:]:
             for how in found:
                 found[how].append(run(how, query))
@@ -225,6 +234,7 @@ def first_recalls(data: Path, sizes: list[int], repeat: int, env: dict, seed: in
                         "process": spread([r["process_s"] for r in runs]),
                         "rss_mb": round(max(r["rss_mb"] for r in runs), 1)}
         row["ratio_cold_to_bare"] = round(row["cold"]["first"]["median_s"] / row["bare"]["first"]["median_s"], 2)
+        row["ratio_cold_to_floor"] = round(row["cold"]["first"]["median_s"] / row["floor"]["first"]["median_s"], 2)
         row["ratio_whole_to_cold"] = round(row["whole"]["first"]["median_s"] / row["cold"]["first"]["median_s"], 2)
         cmd = [*CURATOR, "--data", str(data), "recall", "--chat", chat, "--query", queries[1], "--json"]
         cpu_of(cmd, env)
@@ -281,12 +291,14 @@ def main() -> None:
         lines = []
         for c in res["first_recall"]:
             lines.append((c["case"], c["no_snapshot_yet"]["first_s"], c["cold"]["first"]["median_s"],
-                          c["whole"]["first"]["median_s"], c["bare"]["first"]["median_s"], c["ratio_cold_to_bare"],
+                          c["whole"]["first"]["median_s"], c["bare"]["first"]["median_s"],
+                          c["floor"]["first"]["median_s"], c["ratio_cold_to_bare"], c["ratio_cold_to_floor"],
                           c["ratio_whole_to_cold"], c["after_20_turns"]["first_s"], c["cold"]["process"]["median_s"],
                           c["cli_recall"]["median_s"], c["cold"]["rss_mb"], c["whole"]["rss_mb"],
                           "yes" if c["same_injection"] else "NO"))
         out.append("\nfirst recall in a fresh process, CPU-s (medians; the recall() call unless said):\n" + table(
-            ["chat", "no snapshot yet", "cold", "whole state", "bare query", "cold/bare", "whole/cold",
+            ["chat", "no snapshot yet", "cold", "whole state", "bare query", "floor", "cold/bare", "cold/floor",
+             "whole/cold",
              "after 20 turns", "process (cold)", "curator recall", "RSS MB cold", "RSS MB whole", "same text"],
             lines))
         out.append(f"\nload average during the run: {', '.join(f'{x:.2f}' for x in r['params']['load'])}")

@@ -214,10 +214,10 @@ def test_cold_start_quick():
     assert serve["health_before_the_app_loaded"] == 1  # it listens before the app loads
     (row,) = results["first_recall"]
     assert row["case"] == "2,000 nodes" and row["same_injection"] is True
-    for how in ("cold", "whole", "bare"):
+    for how in ("cold", "whole", "bare", "floor"):
         assert SPREAD_KEYS <= row[how]["first"].keys() and SPREAD_KEYS <= row[how]["process"].keys()
         assert row[how]["rss_mb"] > 0
-    assert {"no_snapshot_yet", "after_20_turns", "cli_recall", "ratio_cold_to_bare",
+    assert {"no_snapshot_yet", "after_20_turns", "cli_recall", "ratio_cold_to_bare", "ratio_cold_to_floor",
             "ratio_whole_to_cold"} <= row.keys()
 
 
