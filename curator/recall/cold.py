@@ -12,7 +12,6 @@ answers are those of a freshly loaded `ChatState` (tests/test_cold_recall.py com
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar, overload
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from curator.store.store import Store
 
 D = TypeVar("D")
-Chained = tuple[int, int, str, str]  # (floor_from, floor_to, created_at, id): a node's place in story order
 MessageFacts = tuple[list[str], int | None, str | None, dict[str, int]]  # speakers, latest floor, last, names
 
 
@@ -55,7 +53,6 @@ class ColdState:
         self._lexicon: dict[str, CorpusLexicon] | None = None
         self._messages: MessageFacts | None = None
         self._types: dict[str, str | None] = {}
-        self._chains: dict[tuple[str, int], list[Chained]] = {}
         self._flags: dict[str, bool] = {}
         self._context, self._neighbours = ColdContext(self), ColdNeighbours(self)
         self.names = ColdNames(self)
@@ -133,12 +130,11 @@ class ColdState:
             for node_id in missing:
                 self._types[node_id] = found.get(node_id)
 
-    def chain(self, type_: str, level: int) -> list[Chained]:
-        """Every node of an event type and level in story order, (floor_from, floor_to, created_at, id)."""
-        key = (type_, level)
-        if key not in self._chains:
-            self._chains[key] = self.reads().chain(type_, level)
-        return self._chains[key]
+    def story_neighbours(self, node: Node) -> tuple[str | None, str | None]:
+        """The node before and the node after `node` among those of its type and level in story order
+        ((floor_from, floor_to, created_at, id), archived ones too), read for this node alone."""
+        return self.reads().story_neighbours(node.type, node.level,
+                                             (node.floor_from, node.floor_to, node.created_at, node.id))
 
     def neighbours(self) -> ColdNeighbours:
         return self._neighbours
@@ -248,12 +244,7 @@ class ColdContext:
                 self._found[node_id] = set()
                 continue
             found = {n for n in near[node_id] if state._types.get(n) in events}
-            chain = state.chain(node.type, node.level)
-            at = bisect.bisect_left(chain, (node.floor_from, node.floor_to, node.created_at, node.id))
-            if at > 0:
-                found.add(chain[at - 1][3])
-            if at + 1 < len(chain):
-                found.add(chain[at + 1][3])
+            found.update(n for n in state.story_neighbours(node) if n is not None)
             self._found[node_id] = found
 
     @overload

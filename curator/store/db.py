@@ -182,6 +182,10 @@ _V10 = [
      "floor_from DESC, created_at DESC, id)"),
 ]
 
+# Version 11: an event's previous and next node of its type and level in story order, found through an index
+# (`recall_reads.story_neighbours`) instead of reading every node of that type and level at a process's first recall.
+_V11 = ["CREATE INDEX nodes_by_story ON nodes (chat_id, type, level, floor_from, floor_to, created_at, id)"]
+
 Migration = Callable[[Connection], None] | list[str]
 
 # SQLite DDL -> PostgreSQL DDL: 64-bit integers (SQLite's INTEGER is), identity for AUTOINCREMENT, doubles, no
@@ -206,7 +210,7 @@ def ddl_for(dialect: str, statement: str) -> str:
     return statement
 
 # Index i holds the steps that take the database from version i to version i + 1.
-MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
+MIGRATIONS: list[Migration] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11]
 
 
 def latest_version() -> int:

@@ -73,11 +73,16 @@ class RecallReads:
     def highest_floor(self) -> int:
         return self.conn.execute("SELECT MAX(floor_to) FROM nodes WHERE chat_id=?", (self.chat_id,)).fetchone()[0] or 0
 
-    def chain(self, type_: str, level: int) -> list[tuple[int, int, str, str]]:
-        """(floor_from, floor_to, created_at, id) of every node of a type and level, archived ones too, sorted."""
-        return sorted(tuple(r) for r in self.conn.execute(
-            "SELECT floor_from, floor_to, created_at, id FROM nodes WHERE chat_id=? AND type=? AND level=?",
-            (self.chat_id, type_, level)))
+    def story_neighbours(self, type_: str, level: int, key: tuple[int, int, str, str]) -> tuple[str | None, str | None]:
+        """The ids just before and just after `key` (floor_from, floor_to, created_at, id) among the nodes of a type
+        and level, archived ones too, in that order: two reads of the `nodes_by_story` index."""
+        where = "chat_id=? AND type=? AND level=? AND (floor_from, floor_to, created_at, id)"
+        params = (self.chat_id, type_, level, *key)
+        before = self.conn.execute(f"SELECT id FROM nodes WHERE {where} < (?, ?, ?, ?) ORDER BY floor_from DESC, "
+                                   "floor_to DESC, created_at DESC, id DESC LIMIT 1", params).fetchone()
+        after = self.conn.execute(f"SELECT id FROM nodes WHERE {where} > (?, ?, ?, ?) ORDER BY floor_from, floor_to, "
+                                  "created_at, id LIMIT 1", params).fetchone()
+        return (before[0] if before else None), (after[0] if after else None)
 
     def has_leaves(self) -> bool:
         return self.conn.execute("SELECT 1 FROM nodes WHERE chat_id=? AND archived=1 AND parent_id IS NOT NULL LIMIT 1",
