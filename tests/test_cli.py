@@ -78,6 +78,7 @@ def test_schema_commands(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("show", "--chat", "nope"), "no chat 'nope'"),
+    (("recall", "--chat", "nope", "--query", "who"), "no chat 'nope'"),
     (("import", "/nonexistent.json", "--chat", "x"), "cannot read"),
     (("import", EXAMPLE, "--chat", "x", "--mode", "sideways"), "unknown import mode"),
     (("init", "--chat", "x", "--schema", "/nonexistent.yaml"), "no such file"),

@@ -89,3 +89,12 @@ def test_the_forms_it_reads():
 def test_debug_shows_the_traceback_on_the_quick_path(tmp_path):
     proc = _quick(["--data", str(tmp_path), "--debug", "show", "--chat", "nope"])
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "Error: no memory store" in proc.stderr
+
+
+def test_a_recall_of_a_missing_chat_is_told_before_the_memory_api_loads(data):
+    code = ("import sys\nfrom curator.cli.entry import main\n"
+            "try:\n    main()\nexcept SystemExit as exit:\n    sys.stdout.flush()\n"
+            "    print(exit.code, 'curator.api.memory' in sys.modules, 'curator.settings' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code, "--data", str(data), "recall", "--chat", "nope", "-q", "who"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.stderr.startswith("Error: no chat 'nope'") and proc.stdout.split() == ["1", "False", "False"]

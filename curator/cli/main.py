@@ -8,6 +8,7 @@ import typer
 
 from curator.cli import console, quick
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_channel_models
+from curator.cli.session import require_chat
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:
@@ -291,6 +292,7 @@ def recall(
         from curator.extract.chatfile import read_chat
 
         messages = read_chat(turns).messages
+    require_chat(chat)
     with open_memory(existing=True) as memory:
         if budget is not None and budget < 1:
             raise CuratorError(f"budget {budget} is not a token count", "Give a positive number of tokens.")

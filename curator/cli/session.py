@@ -28,6 +28,13 @@ def open_store() -> Store:
     return Store(data_dir(state["data"]), store=state["store"])  # as Memory opens it
 
 
+def require_chat(chat_id: str) -> None:
+    """Stop with the missing-chat error (and create nothing) before a command loads the Memory API: a mistyped
+    chat id is told in a tenth of the CPU the settings, schema and model code would take to load."""
+    with open_store() as store:
+        store.schema_outline(chat_id)  # ChatNotFound, as Memory would raise it; the schema is not validated
+
+
 def require_store() -> None:
     """Stop with an error, creating nothing, when `--data` (or `--store`) holds no memory store."""
     from curator.paths import data_dir
