@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import curator
 from curator.recall.story import adjacent
 from curator.schemas import parse_schema
 from curator.store.messages import Message
@@ -198,3 +199,19 @@ def test_the_proxy_takes_the_speaker_from_the_group_nudge_or_a_header():
     assert next_speaker(group_request) == "Bram"
     assert next_speaker(group_request, "M%C3%ADra") == "Míra"  # X-Curator-Speaker, percent-encoded, wins
     assert next_speaker([{"role": "user", "content": "Hello."}]) is None
+
+
+def test_a_belief_against_a_plain_event_is_mistaken_followed_and_read_afresh(tale):
+    """The event contradicted has no point of view, region or story time (so it is none of the story's rows): the
+    belief is mistaken all the same, when the link comes in a later commit and when a new process reads the story."""
+    tale.commit("tale", [ev("e_wheel", "The flood broke the mill wheel in the night.", 9),
+                         {"op": "create_node", "id": "p_wheel", "type": "pov_memory", "title": "p_wheel",
+                          "floor_from": 9, "floor_to": 9, "fields": {"belief": "Bram believes Cole broke the wheel."},
+                          "scope": {"layer": "pov", "owner": "Bram"}}], 9, "test")
+    question = "who broke the mill wheel?"
+    assert recalled(tale.recall("tale", question, speaker="Bram"))["p_wheel"].view == "own"
+    tale.commit("tale", [{"op": "link", "source": "p_wheel", "target": "e_wheel", "relation": "contradicts"}], 10,
+                "test")
+    assert recalled(tale.recall("tale", question, speaker="Bram"))["p_wheel"].view == "mistaken"
+    with curator.open(tale.data_dir) as fresh:
+        assert recalled(fresh.recall("tale", question, speaker="Bram"))["p_wheel"].view == "mistaken"

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from curator.store.store import Store
 
 D = TypeVar("D")
-MessageFacts = tuple[list[str], int | None, str | None, dict[str, int]]  # speakers, latest floor, last, names
+MessageFacts = tuple[list[str], int | None, str | None, bool]  # speakers, latest floor, last speaker, a group chat?
 
 
 class ColdState:
@@ -88,7 +88,8 @@ class ColdState:
     def _message_facts(self) -> MessageFacts:
         if self._messages is None:
             reads = self.reads()
-            self._messages = (reads.speakers(), reads.latest_floor(), reads.last_speaker(), reads.reply_names())
+            self._messages = (reads.speakers(), reads.latest_floor(), reads.last_speaker(),
+                              len(reads.reply_names(2)) >= 2)
         return self._messages
 
     @property
@@ -104,7 +105,8 @@ class ColdState:
         return self._message_facts()[2]
 
     @property
-    def reply_names(self) -> dict[str, int]:
+    def group_chat(self) -> bool:
+        """Whether assistant messages are written under two names or more."""
         return self._message_facts()[3]
 
     def highest_floor(self) -> int:

@@ -182,7 +182,7 @@ class Recaller:
         injection = Injection(chat_id, query, mode, budget_tokens=opts.budget_tokens, graph_version=version,
                               placement={"position": opts.position, "depth": opts.depth, "role": opts.role})
         self._ensure_synced(chat_id, version)
-        group = len(state.reply_names) >= 2  # two or more characters reply: a group chat
+        group = state.group_chat  # two or more characters reply
         story = story_context(graph, version, speaker_of(opts.speaker, state.last_speaker, group), self.store.changes)
         hide = opts.knowledge == "hide" or (opts.knowledge == "auto" and group)
         calls = LLMTrace()  # the LLM stages' requests: in the injection's usage and the store's usage log

@@ -310,6 +310,11 @@ class ChatState:
                     del self.adjacent[a]
 
     # ---- what recall reads ---------------------------------------------------------------------
+    @property
+    def group_chat(self) -> bool:
+        """Whether assistant messages are written under two names or more."""
+        return len(self.reply_names) >= 2
+
     def highest_floor(self) -> int:
         """The highest floor a node reaches (0 without nodes)."""
         return max((n.floor_to for n in self.nodes.values()), default=0) or 0

@@ -120,7 +120,7 @@ class _Live:
     log (a commit rereads the nodes and edges it touched, not the whole graph: a 100k-node chat took 1.5 s)."""
 
     version: int
-    ids: set[str] = field(default_factory=set)
+    ids: set[str] = field(default_factory=set)  # nodes known to exist: the story rows and the ends of `edges`
     owners: dict[str, str] = field(default_factory=dict)
     regions: dict[str, str] = field(default_factory=dict)
     ranks: dict[str, tuple[Any, ...]] = field(
@@ -187,11 +187,12 @@ def _follow(graph: GraphView, version: int, changes: ChangeLog | None) -> StoryD
     if live is None or change is None:  # the columns and edges the story reads, not whole nodes (100k: 1.5 s)
         live = _LIVE[chat] = _Live(version)
         reads = RecallReads(graph.conn, graph.chat_id)
-        live.ids.update(reads.node_ids())
         for row in reads.story_rows():
             live.put(row)
-        for edge in reads.links_of((*KNOWING, "contradicts")):
+        links = reads.links_of((*KNOWING, "contradicts"))
+        for edge in links:
             live.link(*edge)
+        live.ids.update(reads.types({node for _, _, *ends in links for node in ends}))  # those edges' ends that exist
     else:
         ids = sorted(change.nodes)
         for node_id in ids:
@@ -201,8 +202,12 @@ def _follow(graph: GraphView, version: int, changes: ChangeLog | None) -> StoryD
         edges = sorted(change.edges)
         for edge_id in edges:
             live.edges.pop(edge_id, None)
-        for edge in graph.links(edges):
+        links = graph.links(edges)
+        for edge in links:
             live.link(*edge)
+        ends = {node for _, _, *pair in links for node in pair} - live.ids
+        if ends:
+            live.ids.update(RecallReads(graph.conn, graph.chat_id).types(ends))
         live.version = version
     _LIVE.move_to_end(chat)
     while len(_LIVE) > 64:

@@ -182,9 +182,20 @@ _V10 = [
      "floor_from DESC, created_at DESC, id)"),
 ]
 
-# Version 11: an event's previous and next node of its type and level in story order, found through an index
-# (`recall_reads.story_neighbours`) instead of reading every node of that type and level at a process's first recall.
-_V11 = ["CREATE INDEX nodes_by_story ON nodes (chat_id, type, level, floor_from, floor_to, created_at, id)"]
+# Version 11: what a process's first recall reads of a chat, read through indexes instead of every row (issue 33):
+# an event's previous and next node of its type and level in story order (`recall_reads.story_neighbours`), the
+# names messages are written under, the first two names assistant messages are written under (a group chat?), the
+# edges of the story's relations, and the nodes with a point of view, a region or a story-time label.
+_V11 = [
+    "CREATE INDEX nodes_by_story ON nodes (chat_id, type, level, floor_from, floor_to, created_at, id)",
+    "CREATE INDEX messages_by_name ON messages (chat_id, name, floor)",
+    "CREATE INDEX messages_by_role ON messages (chat_id, role, name)",
+    "CREATE INDEX edges_by_relation ON edges (chat_id, relation)",
+    # covering, so that SQLite prefers it to the primary key (a chat's nodes) without statistics
+    ("CREATE INDEX nodes_with_story ON nodes (chat_id, id, archived, floor_to, updated_at, scope_layer, scope_owner, "
+     "scope_region, story_label, story_segment) WHERE scope_owner IS NOT NULL OR scope_region IS NOT NULL OR "
+     "story_label IS NOT NULL"),
+]
 
 Migration = Callable[[Connection], None] | list[str]
 

@@ -107,9 +107,6 @@ class RecallReads:
         return [r[0] for r in self.conn.execute("SELECT id FROM nodes WHERE chat_id=? AND floor_to >= ?",
                                                 (self.chat_id, floor))]
 
-    def node_ids(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT id FROM nodes WHERE chat_id=?", (self.chat_id,))]
-
     def story_rows(self) -> list[StoryRow]:
         """The nodes with a point of view, a region or a story-time label (the others give the story nothing)."""
         return [StoryRow(r[0], bool(r[1]), r[2], r[3], {"layer": r[4], "owner": r[5], "region": r[6]},
@@ -154,14 +151,26 @@ class RecallReads:
 
     # ---- messages -------------------------------------------------------------------------------
     def speakers(self) -> list[str]:
-        """The names the messages are written under, in the order they first appear."""
+        """The names the messages are written under, in the order they first appear: each name found from the one
+        before it through the `messages_by_name` index (a loose index scan), not by reading every message."""
         return [r[0] for r in self.conn.execute(
-            "SELECT name FROM messages WHERE chat_id=? GROUP BY name ORDER BY MIN(floor)", (self.chat_id,))]
+            "WITH RECURSIVE names(name) AS (SELECT MIN(name) FROM messages WHERE chat_id=? UNION ALL "
+            "SELECT (SELECT MIN(name) FROM messages WHERE chat_id=? AND name > names.name) FROM names "
+            "WHERE names.name IS NOT NULL) "
+            "SELECT name, (SELECT MIN(floor) FROM messages m WHERE m.chat_id=? AND m.name=names.name) AS first "
+            "FROM names WHERE name IS NOT NULL ORDER BY first", (self.chat_id,) * 3)]
 
-    def reply_names(self) -> dict[str, int]:
-        """The names assistant messages are written under, with how many each (two or more: a group chat)."""
-        return dict(self.conn.execute("SELECT name, COUNT(*) FROM messages WHERE chat_id=? AND role='assistant' AND "
-                                      "name <> '' GROUP BY name", (self.chat_id,)).fetchall())
+    def reply_names(self, limit: int) -> list[str]:
+        """The first `limit` names (in name order) assistant messages are written under: two or more, a group chat.
+        One read of the `messages_by_role` index a name."""
+        names: list[str] = []
+        while len(names) < limit:
+            row = self.conn.execute("SELECT MIN(name) FROM messages WHERE chat_id=? AND role='assistant' AND name > ?",
+                                    (self.chat_id, names[-1] if names else "")).fetchone()
+            if row is None or row[0] is None:
+                break
+            names.append(row[0])
+        return names
 
     def latest_floor(self) -> int | None:
         floor: int | None = self.conn.execute("SELECT MAX(floor) FROM messages WHERE chat_id=?",
