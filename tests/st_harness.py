@@ -13,6 +13,7 @@ impersonate / quiet / continue instructions), sends it to `/api/backends/chat-co
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -72,25 +73,31 @@ def cache_dir() -> Path:
 
 def _dependencies(folder: Path) -> None:
     """`folder/node_modules`: a link to the cached install when its package-lock matches, else `npm ci` into the
-    cache (then linked), or into `folder` itself when the cache cannot be written."""
+    cache (then linked), or into `folder` itself when the cache cannot be written. One process installs at a time
+    (a lock file beside the cache): `.ci/run`'s two passes start at once, and one replacing the cache while the
+    other's SillyTavern loads from it broke that one's start (a module missing) on a machine with no cache yet."""
     lock = hashlib.sha256((folder / "package-lock.json").read_bytes()).hexdigest()
     cache = cache_dir()
-    if not (
-        (cache / "stamp").is_file() and (cache / "stamp").read_text() == lock and (cache / "node_modules").is_dir()
-    ):
-        staging = cache.with_name(cache.name + f".tmp{os.getpid()}")
-        try:
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        guard = open(cache.with_name(cache.name + ".lock"), "w")  # noqa: SIM115 - held until the install is done
+    except OSError:  # no cache here: install in place
+        _npm_ci(folder)
+        return
+    with guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not (
+            (cache / "stamp").is_file() and (cache / "stamp").read_text() == lock and (cache / "node_modules").is_dir()
+        ):
+            staging = cache.with_name(cache.name + f".tmp{os.getpid()}")
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir(parents=True)
             for name in ("package.json", "package-lock.json"):
                 shutil.copy(folder / name, staging / name)
-        except OSError:  # no cache here: install in place
-            _npm_ci(folder)
-            return
-        _npm_ci(staging)
-        (staging / "stamp").write_text(lock)
-        shutil.rmtree(cache, ignore_errors=True)
-        staging.rename(cache)
+            _npm_ci(staging)
+            (staging / "stamp").write_text(lock)
+            shutil.rmtree(cache, ignore_errors=True)
+            staging.rename(cache)
     (folder / "node_modules").symlink_to(cache / "node_modules", target_is_directory=True)
 
 
