@@ -210,14 +210,15 @@ class E5Joined(E5Small):
     """`e5-joined`, the default: node texts, and each event's source (the starts of its messages joined, about 128
     tokens), embedded by e5 itself; a recall embeds one text, the message answered without the speakers' names, and
     searches both collections with it (the names count through recall's mention step and BM25). Messages are not
-    embedded one by one: a reply costs e5 its new node texts and its events' sources. The fusion weights were chosen
-    on LoCoMo's tune conversations over both corpora (`studies/fusion_folds.py`; bench/README.md, "Issue 31")."""
+    embedded one by one: a reply costs e5 its new node texts and its events' sources. The fusion weights are those
+    `studies/fusion_folds.py`'s search chose on LoCoMo's tune conversations over both corpora (bench/README.md,
+    "Issue 31"); the set shipped before them fell a question under the observations' floor on an AVX2-only host."""
 
     second_query_vector = True  # the sources' query leaves the speakers' names out
     nameless_node_query = True  # ... and so does the nodes' (one e5 pass, one vector for both searches)
     joined_sources = True  # a source is embedded as one text, not as the mean of its messages' vectors
-    dense_weight = 0.3
-    fusion: ClassVar[dict[str, float]] = {"lexical": 0.2, "source": 1.4, "mention": 1.5, "date": 1.5}
+    dense_weight = 0.2
+    fusion: ClassVar[dict[str, float]] = {"lexical": 0.1, "source": 1.6, "mention": 1.5, "date": 1.5}
     source_pool = 100  # events' sources scored per query (recall/engine.py SOURCE_POOL: 50 for the others)
 
     def _model(self) -> Any:
