@@ -15,6 +15,15 @@ class CuratorError(Exception):
             self.hint = hint
 
 
+class NoModelProfile(CuratorError):
+    """A task's model profile is not configured."""
+
+    def __init__(self, name: str, task: str) -> None:
+        super().__init__(f"no model profile {name!r} for task {task!r}",
+                         f"Add `profiles: {{{name}: {{model: ..., base_url: ...}}}}` to config.yaml in the data "
+                         "directory, or set CURATOR_MODEL (and CURATOR_BASE_URL, CURATOR_API_KEY).")
+
+
 class StoreError(CuratorError):
     """The database cannot be used as it is."""
 

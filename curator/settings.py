@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, ValidationError
 
 from curator.vectors.profile import EmbeddingProfile  # not the embedders (numpy): settings load quickly
-from curator.errors import CuratorError
+from curator.errors import CuratorError, NoModelProfile
 from curator.maintenance_settings import MaintenanceSettings, PlannerSettings
 
 CONFIG_FILENAME = "config.yaml"
@@ -148,11 +148,7 @@ class Settings(_Strict):
     def profile_for(self, task: Task) -> ModelProfile:
         name = self.tasks.get(task, "default")
         if name not in self.profiles:
-            raise CuratorError(
-                f"no model profile {name!r} for task {task!r}",
-                f"Add `profiles: {{{name}: {{model: ..., base_url: ...}}}}` to {CONFIG_FILENAME} in the data "
-                "directory, or set CURATOR_MODEL (and CURATOR_BASE_URL, CURATOR_API_KEY).",
-            )
+            raise NoModelProfile(name, task)
         return self.profiles[name]
 
     def for_chat(self, chat_settings: dict[str, Any]) -> Settings:

@@ -98,3 +98,25 @@ def test_a_recall_of_a_missing_chat_is_told_before_the_memory_api_loads(data):
     proc = subprocess.run([sys.executable, "-c", code, "--data", str(data), "recall", "--chat", "nope", "-q", "who"],
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.stderr.startswith("Error: no chat 'nope'") and proc.stdout.split() == ["1", "False", "False"]
+
+
+def test_no_model_is_told_without_the_settings_as_the_default_settings_tell_it(tmp_path, monkeypatch):
+    from curator.cli.base import no_model_configured
+    from curator.cli.session import state
+    from curator.errors import NoModelProfile
+    from curator.settings import TASKS, load_settings, writers_of
+
+    monkeypatch.delenv("CURATOR_MODEL", raising=False)
+    monkeypatch.setitem(state, "data", tmp_path)
+    assert no_model_configured()
+    settings = load_settings(tmp_path)  # what the shortcut stands for: the defaults, no profile, the extractor
+    assert writers_of(settings.extraction.channel) == ("extractor",) and "extract" in TASKS
+    with pytest.raises(NoModelProfile) as raised:
+        settings.profile_for("extract")
+    assert (str(raised.value), raised.value.hint) == (str(NoModelProfile("default", "extract")),
+                                                      NoModelProfile("default", "extract").hint)
+    (tmp_path / "config.yaml").write_text("profiles: {}\n", encoding="utf-8")
+    assert not no_model_configured()
+    monkeypatch.setenv("CURATOR_MODEL", "m")
+    (tmp_path / "config.yaml").unlink()
+    assert not no_model_configured()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 import typer
 
 from curator.cli.session import require_store, run_reported, state
+from curator.errors import NoModelProfile
 
 if TYPE_CHECKING:
     from curator.api.memory import Memory
@@ -68,10 +69,23 @@ def require_models(*tasks: "Task") -> None:
 
 def require_channel_models() -> None:
     """`require_models` for the writers of the configured `extraction.channel` (none for `off`)."""
+    if no_model_configured():
+        raise NoModelProfile("default", "extract")  # what the default settings' extractor would raise
     from curator.settings import writers_of  # not the channel itself: a missing model is told before any LLM code loads
 
     task: dict[str, Task] = {"extractor": "extract", "curator": "curate"}
     require_models(*(task[writer] for writer in writers_of(_settings().extraction.channel)))
+
+
+def no_model_configured() -> bool:
+    """Neither a config.yaml in the data directory nor CURATOR_MODEL: the default settings, whose extractor has no
+    model. Told without loading the settings' models (a cheap error stays cheap: issue 33); tests/test_cli_quick.py
+    checks that the default settings raise the same error."""
+    import os
+
+    from curator.paths import data_dir
+
+    return not os.environ.get("CURATOR_MODEL") and not (data_dir(state["data"]) / "config.yaml").exists()
 
 
 def _settings() -> "Settings":
