@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, ValidationError
 
 from curator.vectors.profile import EmbeddingProfile  # not the embedders (numpy): settings load quickly
@@ -204,8 +203,12 @@ def load_settings(data_dir: Path) -> Settings:
     path = data_dir / CONFIG_FILENAME
     data: dict[str, Any] = {}
     if path.exists():
+        import yaml  # here, not at import: most data directories have no config.yaml
+
+        from curator.textfile import load_yaml
+
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = load_yaml(path.read_text(encoding="utf-8")) or {}
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise CuratorError(f"{path}: not valid YAML ({exc})") from None
     try:

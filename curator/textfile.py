@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from curator.errors import CuratorError
 
@@ -22,3 +23,11 @@ def read_utf8(path: Path, max_bytes: int, error: type[CuratorError], what: str =
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise error(f"{path}, line {line}: not UTF-8 (byte {exc.start})") from None
+
+
+def load_yaml(text: str) -> Any:
+    """`yaml.safe_load(text)`, parsed by libyaml when PyYAML was built with it: the same safe constructors on the
+    same events, about five times faster (the shipped labels are parsed by every process's first recall)."""
+    import yaml  # here, not at import: most processes read no YAML
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader

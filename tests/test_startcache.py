@@ -109,3 +109,18 @@ def test_the_token_counter_from_the_cache_counts_as_tiktoken_does(cache):
         assert tokens.count_tokens("hello world") == 2
     finally:
         tokens.encoding.cache_clear()
+
+
+def test_the_lexicon_format_from_the_cache_is_the_one_the_code_gives(cache):
+    from curator.recall import lexicon
+
+    lexicon.lexicon_format.cache_clear()
+    try:
+        assert lexicon.lexicon_format() == lexicon._format()
+        [saved] = [p for p in cache.iterdir() if p.name.startswith("lexicon-format-")]
+        saved.write_bytes(b"\xff not a format")
+        lexicon.lexicon_format.cache_clear()
+        assert lexicon.lexicon_format() == lexicon._format()  # a damaged file is made again
+        assert saved.read_bytes() == lexicon._format().encode()
+    finally:
+        lexicon.lexicon_format.cache_clear()

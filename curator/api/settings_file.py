@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from curator.api.chat_settings import merge_patch
 from curator.errors import CuratorError
 from curator.settings import CONFIG_FILENAME, TASKS, Settings, load_settings
+from curator.textfile import load_yaml
 
 AT_START = ("embedding", "vectors_url", "store")  # read when the service starts; not changed while it runs
 
@@ -26,8 +26,10 @@ def read_raw(data_dir: Path) -> dict[str, Any]:
     path = data_dir / CONFIG_FILENAME
     if not path.exists():
         return {}
+    import yaml  # here, not at import: most data directories have no config.yaml
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(path.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise CuratorError(f"{path}: not valid YAML ({exc})", "Fix the file by hand, or restore config.yaml.bak.") \
             from None
@@ -74,6 +76,8 @@ def update(data_dir: Path, patch: dict[str, Any], running: Settings | None = Non
     data_dir.mkdir(parents=True, exist_ok=True)
     if path.exists():
         (data_dir / (CONFIG_FILENAME + ".bak")).write_bytes(path.read_bytes())
+    import yaml  # here, not at import (above)
+
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     tmp.replace(path)

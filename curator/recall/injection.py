@@ -15,7 +15,7 @@ from curator.schemas import Schema
 from curator.store.graph import Node
 from curator.llm.records import Usage
 from curator.store.queries import GraphView
-from curator.llm.tokens import TOKENIZER_NAME, count_tokens
+from curator.llm.tokens import TOKENIZER_NAME, count_tokens, prepare_counts
 
 BUCKETS = ("rules", "state", "episodic", "reflection")  # in the order they are rendered; their headings are labels
 
@@ -143,6 +143,7 @@ def _rendered(node: Node, schema: Schema) -> tuple[str, int]:
     return cached[1], cached[2]
 
 
+PREPARED = 64  # lines of each block the token counter is made ready for at once (see `prepare_counts`)
 MAX_MISSES = 20  # past this many nodes in a row too long for the room left, a block counts as full
 
 
@@ -157,6 +158,7 @@ def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled:
     nodes (given in `rank_persistent` order) come first, up to 70% of the budget; then recalled nodes by score.
     Each block is rendered in story order, with the templates and labels of `prompts`."""
     prompts = prompts.pinned()  # one version of each template for the whole injection, its file checked once
+    prepare_lines([_node(item) for items in (persistent, recalled) for item in items[:PREPARED]], schema, prompts)
     used = 2 * block_overhead(prompts) + plan_tokens(injection, prompts)  # the plan's block comes off the top
     limits = {"persistent": int(injection.budget_tokens * PERSISTENT_SHARE), "recalled": injection.budget_tokens}
     blocks: tuple[tuple[str, Sequence[Node | Chosen]], ...] = (("persistent", persistent), ("recalled", recalled))
@@ -185,10 +187,20 @@ def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled:
     return injection
 
 
+def prepare_lines(nodes: Sequence[Node], schema: Schema, prompts: Prompts = SHIPPED) -> None:
+    """Make the token counter ready for these nodes' lines and a block's heading at once (`prepare_counts`); nothing
+    is rendered once its whole encoder is built."""
+    prepare_counts(text for texts in ([_empty_block(prompts)], (node_line(n, schema) for n in nodes[:PREPARED]))
+                   for text in texts)
+
+
 def block_overhead(prompts: Prompts = SHIPPED) -> int:
     """The tokens of an empty block (its heading), counted once per version of the template and heading."""
-    return _empty_block_tokens(prompts.render("inject_block", heading=prompts.label("blocks", "recalled"),
-                                              sections=""))
+    return _empty_block_tokens(_empty_block(prompts))
+
+
+def _empty_block(prompts: Prompts) -> str:
+    return prompts.render("inject_block", heading=prompts.label("blocks", "recalled"), sections="")
 
 
 @functools.lru_cache(maxsize=16)

@@ -25,6 +25,7 @@ from curator.recall.injection import (
     Injection,
     _rendered,
     block_overhead,
+    prepare_lines,
     rank_persistent,
 )
 from curator.recall.state import TypedNodes
@@ -134,9 +135,11 @@ def plan_persistent(typed: TypedNodes | ColdTyped, schema: Schema, latest_floor:
         # the count is read apart from the pages (a cold state): never fewer than the nodes seen
         total += max(count, len(seen))
         plan.left.types[name] = (too_far, mine)
+    packed = rank_persistent(candidates)
+    prepare_lines(packed, schema, prompts)
     overhead = block_overhead(prompts)
     used, limit, misses = 2 * overhead, int(budget_tokens * PERSISTENT_SHARE), 0
-    for node in rank_persistent(candidates):
+    for node in packed:
         if limit - used < MIN_LINE_TOKENS or misses >= MAX_MISSES:
             plan.left.budget[node.id] = "budget"
             continue

@@ -53,8 +53,10 @@ def _configured(data_dir: Path) -> str | None:
         return None
     import yaml  # here, not at import: most data directories have no config.yaml
 
+    from curator.textfile import load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         detail = str(exc).splitlines()[0][:200] if not isinstance(exc, OSError) else why
