@@ -87,3 +87,18 @@ print(json.dumps({{"whole": tokens._COUNTER._whole is not None, "rounds": tokens
     assert "lantern" in found["text"]
     assert not found["whole"] and 1 <= found["rounds"] <= 3
     assert found["tokens"] == _whole(found["text"])
+
+
+def test_counts_from_many_threads_at_once_are_exact(monkeypatch):
+    """The service counts from several threads: partial encoders are made and replaced under a lock, and the whole
+    encoder may arrive while others count."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(tokens, "PARTIAL_ROUNDS", 5)
+    counter = tokens._Counter()
+    places = ("mill", "harbour", "gate")
+    texts = [f"Line {i}: Mira met Tomas at the {places[i % 3]} on day {i * 7}." for i in range(200)]
+    with ThreadPoolExecutor(8) as pool:
+        counted = list(pool.map(counter.count, texts))
+    assert counted == [_whole(t) for t in texts]
+    assert counter._whole is not None  # more than five partial encoders were asked for

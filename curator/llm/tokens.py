@@ -82,9 +82,10 @@ class _Counter:
 
     def prepare(self, texts: Iterable[str]) -> None:
         if self._whole is None:
+            given = [t for t in texts if t]  # rendered before the lock is taken
             with self._lock:
                 if self._whole is None:
-                    self._cover([t for t in texts if t])
+                    self._cover(given)
 
     def _load_whole(self) -> tiktoken.Encoding:
         with self._lock:
