@@ -168,10 +168,14 @@ def test_chroma_server_over_loopback(memory, tmp_path):
         server.wait(timeout=30)
 
 
-def test_a_sync_stopped_midway_is_taken_up_where_it_stopped(memory):
-    """Ctrl-C (or a crash) during a long build: what was written to Chroma is saved batch by batch, so the next
-    sync embeds only the rest, and ends where an uninterrupted one does."""
+@pytest.mark.parametrize(("write_rows", "batches", "kept"), [(4, 4, 16), (8, 3, 8)])
+def test_a_sync_stopped_midway_is_taken_up_where_it_stopped(memory, monkeypatch, write_rows, batches, kept):
+    """Ctrl-C (or a crash) during a long build: what was written to Chroma is saved write by write (WRITE_ROWS
+    embedded rows at a time), so the next sync embeds only the rest, and ends where an uninterrupted one does."""
     from curator.store.messages import Message
+    from curator.vectors import writes
+
+    monkeypatch.setattr(writes, "WRITE_ROWS", write_rows)
 
     for chat in ("long", "clean"):
         memory.create_chat(chat, "default")
@@ -185,14 +189,14 @@ def test_a_sync_stopped_midway_is_taken_up_where_it_stopped(memory):
 
     def stop_after_four_batches(done: int, total: int) -> None:
         seen.append(done)
-        if len(seen) == 4:
+        if len(seen) == batches:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         first.sync("long", full=True, progress=stop_after_four_batches)
     second = VectorIndex(memory.store, EmbeddingProfile(batch_size=4))  # as the next process would
     report = second.sync("long")
-    assert report.embedded + report.sources_embedded == 48 - 16  # 24 nodes and 24 sources; 4 batches of 4 kept
+    assert report.embedded + report.sources_embedded == 48 - kept  # 24 nodes and 24 sources; what was written kept
     assert second.sync("long").embedded == 0 and second.status("long")["indexed"] == 24
     second.sync("clean")  # the same chat, built in one go
     assert second._state("long") == second._state("clean")
