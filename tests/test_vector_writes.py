@@ -319,3 +319,38 @@ def test_a_flush_stays_searchable_while_a_chroma_server_indexes_it(memory, monke
     monkeypatch.setattr("curator.vectors.pending.time.monotonic", lambda: later)
     assert index.pending.view("road", "mc_") is EMPTY  # settled: Chroma alone answers
     assert [i for i, _ in index.query("road", "bridge at dusk", 5)].count("ev2") == 1
+
+
+def test_batches_embedded_ahead_come_in_order_and_stop_with_the_caller():
+    """A long sync embeds the next batches in a thread while it writes one (`_ahead`): the results come in the
+    batches' order, an error in the thread reaches the caller, and a caller that stops (Ctrl-C) stops the thread
+    within a batch or two instead of letting it embed everything."""
+    import threading
+
+    import pytest
+
+    from curator.vectors.writes import _ahead
+
+    batches = [(i, i + 4) for i in range(0, 400, 4)]
+    done: list[int] = []
+
+    def work(start: int, end: int) -> list[int]:
+        time.sleep(0.002)
+        done.append(start)
+        return list(range(start, end))
+
+    assert [x for part in _ahead(work, batches) for x in part] == list(range(400))
+    done.clear()
+    results = _ahead(work, batches)
+    assert next(results) == [0, 1, 2, 3]
+    results.close()
+    time.sleep(0.2)
+    assert len(done) <= 3 and not any(t.name == "curator-embed-ahead" for t in threading.enumerate())
+
+    def failing(start: int, end: int) -> list[int]:
+        if start == 8:
+            raise ValueError("the embedder failed")
+        return [start]
+
+    with pytest.raises(ValueError, match="the embedder failed"):
+        list(_ahead(failing, batches))

@@ -190,7 +190,7 @@ def pack(injection: Injection, schema: Schema, persistent: list[Node], recalled:
 def prepare_lines(nodes: Sequence[Node], schema: Schema, prompts: Prompts = SHIPPED) -> None:
     """Make the token counter ready for these nodes' lines and a block's heading at once (`prepare_counts`); nothing
     is rendered once its whole encoder is built."""
-    prepare_counts(text for texts in ([_empty_block(prompts)], (node_line(n, schema) for n in nodes[:PREPARED]))
+    prepare_counts(text for texts in ([_empty_block(prompts)], (node_line(n, schema) for n in nodes))
                    for text in texts)
 
 

@@ -22,6 +22,7 @@ from curator.recall.injection import (
     MAX_MISSES,
     MIN_LINE_TOKENS,
     PERSISTENT_SHARE,
+    PREPARED,
     Injection,
     _rendered,
     block_overhead,
@@ -136,7 +137,7 @@ def plan_persistent(typed: TypedNodes | ColdTyped, schema: Schema, latest_floor:
         total += max(count, len(seen))
         plan.left.types[name] = (too_far, mine)
     packed = rank_persistent(candidates)
-    prepare_lines(packed, schema, prompts)
+    prepare_lines(packed[:PREPARED], schema, prompts)
     overhead = block_overhead(prompts)
     used, limit, misses = 2 * overhead, int(budget_tokens * PERSISTENT_SHARE), 0
     for node in packed:

@@ -4,9 +4,12 @@ Chroma itself (`Direct`: a rebuild, or a sync of more changes than a batch holds
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -29,6 +32,9 @@ if TYPE_CHECKING:
 
 Hashes = tuple[str | None, str | None, str]  # a node's content, metadata and source hashes
 Written = Callable[[str, str, dict[str, np.ndarray], list[str]], None]  # chat, kind, upserts, deletes
+Embedded = tuple[tuple[Node, str], np.ndarray]  # (node, document), its vector
+Combined = tuple[tuple[Node, list[int], str], np.ndarray]  # (event, floors, source), its source vector
+T = TypeVar("T")
 
 
 @dataclass
@@ -116,13 +122,31 @@ class VectorWrites:
         if to_update:
             sink.update(NODES, [n.id for n, _ in to_update], [node_metadata(n) for n, _ in to_update])
         size, total = self.profile.batch_size, len(items) + len(source_items)
+        batches = [(start, min(start + size, total)) for start in range(0, total, size)]  # node documents first
+
+        def embed(start: int, end: int) -> tuple[list[Embedded], list[Combined]]:
+            return (self._embed(items[start:end], report, kept),
+                    self._combine(chat_id, source_items[max(0, start - len(items)):max(0, end - len(items))],
+                                  lines, report, kept))
+
+        # A joined source is one more text for the embedder (no store read): the next batches can be embedded while
+        # this one is written to Chroma, which would otherwise leave a core idle
+        ahead = len(batches) > 1 and getattr(self.function.embedder, "joined_sources", False)
+        results: Generator[tuple[list[Embedded], list[Combined]], None, None] = \
+            _ahead(embed, batches) if ahead else (embed(*batch) for batch in batches)
+        with contextlib.closing(results):  # stopped (Ctrl-C, an error): the thread embedding ahead is told at once
+            self._write_rows(batches, results, sink, report, progress, checkpoint)
+        report.updated_metadata = len(to_update)
+
+    @staticmethod
+    def _write_rows(batches: list[tuple[int, int]], results: Iterator[tuple[list[Embedded], list[Combined]]],
+                    sink: Sink, report: SyncReport, progress: Callable[[int, int], None] | None,
+                    checkpoint: Callable[[list[str], list[str]], None] | None) -> None:
+        """Each batch's vectors given to `sink` WRITE_ROWS at a time (and the last), then `checkpoint` told."""
+        total = batches[-1][1] if batches else 0
         ready: dict[str, list[tuple[Node, np.ndarray]]] = {NODES: [], SOURCES: []}  # embedded, not written yet
-        for start in range(0, total, size):  # node documents first, then sources, `size` at a time
-            end = min(start + size, total)
-            embedded = self._embed(items[start:end], report, kept)
+        for (_, end), (embedded, combined) in zip(batches, results):
             report.embedded += len(embedded)
-            combined = self._combine(chat_id, source_items[max(0, start - len(items)):max(0, end - len(items))],
-                                     lines, report, kept)
             report.sources_embedded += len(combined)
             ready[NODES] += [(item[0], v) for item, v in embedded]
             ready[SOURCES] += [(item[0], v) for item, v in combined]
@@ -137,10 +161,9 @@ class VectorWrites:
                     checkpoint(written[NODES], written[SOURCES])
             if progress:
                 progress(end, total)
-        report.updated_metadata = len(to_update)
 
     def _embed(self, batch: list[tuple[Node, str]], report: SyncReport, kept: dict[str, Hashes],
-               source: bool = False) -> list[tuple[tuple[Node, str], np.ndarray]]:
+               source: bool = False) -> list[Embedded]:
         """Embed a batch of node documents (or, `source`, of sources as one text each); if it fails, embed its
         items one by one so one bad node does not stop the rest. A node that failed keeps no hash, so the next sync
         tries it again."""
@@ -183,6 +206,36 @@ class VectorWrites:
                 except Exception as exc:  # noqa: BLE001 - reported per node
                     _failed(item[0].id, exc, report, kept, source=True)
             return done
+
+
+def _ahead(work: Callable[[int, int], T], batches: list[tuple[int, int]]) -> Generator[T, None, None]:
+    """`work(*batch)` of each batch in order, each computed in a thread while the caller uses the one before. The
+    thread is a daemon and stops at the next batch once the caller stops asking (Ctrl-C, an error): a process that
+    exits does not wait for the batches it will not write."""
+    results: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def run() -> None:
+        for batch in batches:
+            if stop.is_set():
+                return
+            try:
+                results.put((True, work(*batch)))
+            except BaseException as exc:  # noqa: BLE001 - given to the caller, who raises it
+                results.put((False, exc))
+                return
+
+    threading.Thread(target=run, name="curator-embed-ahead", daemon=True).start()
+    try:
+        for _ in batches:
+            ok, value = results.get()
+            if not ok:
+                raise value
+            yield value
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):  # a batch waiting to be taken: its thread can go on and stop
+            results.get_nowait()
 
 
 def _failed(node_id: str, exc: Exception, report: SyncReport, kept: dict[str, Hashes], source: bool) -> None:
