@@ -215,3 +215,20 @@ def test_a_belief_against_a_plain_event_is_mistaken_followed_and_read_afresh(tal
     assert recalled(tale.recall("tale", question, speaker="Bram"))["p_wheel"].view == "mistaken"
     with curator.open(tale.data_dir) as fresh:
         assert recalled(fresh.recall("tale", question, speaker="Bram"))["p_wheel"].view == "mistaken"
+
+
+def test_a_closed_stores_story_is_never_given_to_the_next_store(tmp_path):
+    """Stores opened one after another (a test suite, a tool that opens a data directory per call): a new
+    connection may take a closed one's `id()`, and a chat of the same id at the same version must still be read
+    from its own store (the story's caches were keyed by that id: a point of view came out as another store's)."""
+    owners = ("Bram", "Cole") * 4
+    for i, owner in enumerate(owners):
+        with curator.open(tmp_path / f"data{i}") as memory:
+            memory.create_chat("tale", parse_schema(SCHEMA))
+            memory.commit("tale", [ev("e_wheel", "The flood broke the mill wheel in the night.", 0),
+                                   {"op": "create_node", "id": "p_wheel", "type": "pov_memory", "title": "p_wheel",
+                                    "floor_from": 0, "floor_to": 0,
+                                    "fields": {"belief": f"{owner} believes Cole broke the wheel."},
+                                    "scope": {"layer": "pov", "owner": owner}}], 0, "test")
+            chosen = recalled(memory.recall("tale", "who broke the mill wheel?", speaker="Bram"))
+            assert chosen["p_wheel"].view == ("own" if owner == "Bram" else "rumour"), f"store {i}"

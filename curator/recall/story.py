@@ -12,8 +12,10 @@ no story data, so such a chat's recall is unchanged."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Container
 from dataclasses import dataclass, field
@@ -112,6 +114,18 @@ class StoryContext:
 _CACHE: OrderedDict[tuple[Any, ...], StoryData] = OrderedDict()
 _LIVE: OrderedDict[tuple[Any, ...], _Live] = OrderedDict()
 _LOCK = threading.Lock()  # per (connection, chat): the newest version, kept in step
+_CONNECTIONS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_SERIAL = itertools.count()
+
+
+def _connection(conn: Any) -> int:
+    """A number of its own for each connection while it lives. Not `id(conn)`: a closed store's connection leaves
+    its id to the next one, whose chat of the same id and version would be given the closed one's story (a test
+    suite that opens a store per test saw a point of view read as another store's)."""
+    number = _CONNECTIONS.get(conn)
+    if number is None:
+        number = _CONNECTIONS[conn] = next(_SERIAL)
+    return number
 
 
 @dataclass
@@ -169,8 +183,8 @@ class _Live:
 def story_data(graph: GraphView, version: int, changes: ChangeLog | None = None) -> StoryData:
     """The story data of the chat at `version`; with the store's change log (`changes`), followed from the last
     version by what the commits between touched."""
-    key = (id(graph.conn), graph.chat_id, version)
     with _LOCK:  # the service recalls from several threads; `_Live` is updated in place
+        key = (_connection(graph.conn), graph.chat_id, version)
         if key not in _CACHE:
             _CACHE[key] = _follow(graph, version, changes)
             while len(_CACHE) > 64:
@@ -179,7 +193,7 @@ def story_data(graph: GraphView, version: int, changes: ChangeLog | None = None)
 
 
 def _follow(graph: GraphView, version: int, changes: ChangeLog | None) -> StoryData:
-    chat = (id(graph.conn), graph.chat_id)
+    chat = (_connection(graph.conn), graph.chat_id)
     live = _LIVE.get(chat)
     change = None
     if live is not None and changes is not None and live.version < version:
