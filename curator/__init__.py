@@ -9,7 +9,14 @@
 """
 
 import os as _os
+import sys as _sys
 
+# OpenBLAS's idle threads spin for 2^28 cycles (~0.1 s) after they start and after each product before they sleep:
+# ~0.1 CPU-s of a one-shot recall here, on products far too small to share (bench/README.md, issue 33). A shorter
+# spin (2^4 cycles) keeps every thread for large products. Read by OpenBLAS when numpy loads, so set only before
+# that, and never over the user's own choice.
+if "numpy" not in _sys.modules:
+    _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 # In a checkout (tests run from the repository, or `pip install -e .`) the brief's folders tools/, schemas/ and
 # prompts/ sit beside this package; the wheel ships them inside it. Either way they import as curator.tools,
 # curator.schemas and curator.prompts, and an install adds one top-level name: curator.

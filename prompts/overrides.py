@@ -11,6 +11,7 @@ when it is used, naming the file."""
 from __future__ import annotations
 
 import difflib
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,14 +273,30 @@ class _Pinned(Prompts):
         return self
 
 
+def _shipped_labels(shipped: str) -> dict[str, Any]:
+    """The shipped labels parsed, kept in the start cache as JSON: a recall's first injection then loads no YAML
+    parser (~10 ms of CPU)."""
+    from curator import startcache
+    from curator.textfile import load_yaml
+
+    def parse(data: bytes) -> dict[str, Any]:
+        parsed = json.loads(data)
+        if not isinstance(parsed, dict):
+            raise ValueError("not a mapping")
+        return parsed
+
+    return startcache.cached("labels", startcache.key(shipped),
+                             lambda: json.dumps(load_yaml(shipped), ensure_ascii=False).encode(), parse)
+
+
 def _parse_labels(text: str, shipped: str, name: str) -> dict[str, Any]:
-    import yaml  # here, not at import: a command that reads no labels does not load it
+    reference = _shipped_labels(shipped)
+    if text == shipped:  # the shipped labels themselves: checked against nothing but themselves
+        return reference
+    import yaml  # here, not at import: a command that reads no labels of its own does not load it
 
     from curator.textfile import load_yaml
 
-    reference = load_yaml(shipped)
-    if text == shipped:  # the shipped labels themselves: checked against nothing but themselves
-        return dict(reference)
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

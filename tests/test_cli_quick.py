@@ -120,3 +120,19 @@ def test_no_model_is_told_without_the_settings_as_the_default_settings_tell_it(t
     monkeypatch.setenv("CURATOR_MODEL", "m")
     (tmp_path / "config.yaml").unlink()
     assert not no_model_configured()
+
+
+@pytest.mark.parametrize(("before", "given", "expected"), [
+    ("", None, "4"),  # OpenBLAS's idle threads sleep soon: ~0.1 CPU-s less in a one-shot recall
+    ("", "20", "20"),  # the user's own choice stays
+    ("import numpy;", None, None),  # numpy loaded first: OpenBLAS has read its settings, nothing is set
+])
+def test_importing_curator_shortens_openblas_idle_spin_unless_told_or_too_late(before, given, expected):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if given is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = given
+    run = subprocess.run([sys.executable, "-c", f"{before}import os, curator; "
+                          "print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str(expected)

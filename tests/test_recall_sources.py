@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from curator.cjk import has_cjk
 from curator.dates import date_windows, day_of
+from curator.recall import lexical
 from curator.recall.lexical import tokenize
 from curator.store.messages import Message
 from curator.recall.scoring import strip_names
@@ -94,3 +100,18 @@ def test_stemming_meets_wording_and_leaves_cjk_alone():
 def test_strip_names():
     assert strip_names("What did Caroline's friend Melanie paint?", ["Caroline", "Melanie"]) == "What did friend paint?"
     assert strip_names("艾琳欠了罗文什么", ["艾琳"]) == "欠了罗文什么"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=80))
+def test_ascii_text_tokenizes_as_the_general_pattern_does(text):
+    """ASCII text takes a pattern without the CJK classes (they cost ~2 ms each to compile); it must find the same
+    words as the general one."""
+    assert [m.group(0) for m in lexical._ASCII_TOKEN.finditer(text.casefold())] == \
+        [m.group(0) for m in lexical._token().finditer(text.casefold())]
+
+
+@pytest.mark.parametrize(("text", "cjk"), [("Mira", False), ("", False), ("café ü", False), ("艾琳", True),
+                                            ("ひらがな", True), ("한국", True), ("Mira 小明", True), ("🙂", False)])
+def test_has_cjk(text, cjk):
+    assert has_cjk(text) is cjk

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -124,3 +128,37 @@ def test_the_lexicon_format_from_the_cache_is_the_one_the_code_gives(cache):
         assert saved.read_bytes() == lexicon._format().encode()
     finally:
         lexicon.lexicon_format.cache_clear()
+
+
+def test_the_shipped_labels_from_the_cache_are_the_yaml_file(cache):
+    from curator.prompts import overrides
+    from curator.prompts.render import shipped_path
+    from curator.textfile import load_yaml
+
+    shipped = shipped_path(overrides.LABELS).read_text(encoding="utf-8")
+    assert overrides._shipped_labels(shipped) == load_yaml(shipped)
+    [saved] = [p for p in cache.iterdir() if p.name.startswith("labels-")]
+    saved.write_bytes(b"[1, 2]")  # JSON, but not the labels' mapping: made again
+    assert overrides._shipped_labels(shipped) == load_yaml(shipped)
+    assert isinstance(json.loads(saved.read_bytes()), dict)
+
+
+def test_a_second_process_renders_an_injection_without_a_yaml_parser(cache, tmp_path):
+    script = f"""
+import json, sys, curator
+memory = curator.open({str(tmp_path / "data")!r})
+if "road" not in memory.chats():
+    memory.create_chat("road")
+    memory.commit("road", [{{"op": "create_node", "id": "e1", "type": "event", "title": "The lantern",
+                             "fields": {{"summary": "Mira found the lantern at the harbour."}}}}], 0, "test")
+text = memory.recall("road", "Who found the lantern?").text
+print(json.dumps({{"yaml": "yaml" in sys.modules, "text": text}}))
+"""
+    runs = []
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "CURATOR_CACHE_DIR": str(cache)})
+        assert run.returncode == 0, run.stderr
+        runs.append(json.loads(run.stdout.strip().splitlines()[-1]))
+    assert "lantern" in runs[1]["text"] and runs[1]["text"] == runs[0]["text"]
+    assert runs[0]["yaml"] and not runs[1]["yaml"]  # the first process built the labels' cache file

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 
+from curator.cjk import has_cjk
 from curator.schemas import Schema
 
 from curator.store.graph import normalize_name
 from curator.store.queries import GraphView
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def active_types(schema: Schema, graph: GraphView, seq: int, reply: str) -> list[str]:
@@ -40,6 +40,6 @@ def known_names(graph: GraphView, type_name: str) -> list[str]:
 def _contains(text: str, word: str) -> bool:
     if not word:
         return False
-    if _CJK.search(word):
+    if has_cjk(word):
         return word in text
     return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) is not None

@@ -8,12 +8,13 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from functools import cache
 
 import numpy as np
 
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
-_IS_CJK = re.compile(rf"[{_CJK}]")
+from curator.cjk import LEXICON_RANGES, cjk_class
+
+_ASCII_TOKEN = re.compile(r"[^\W_]+")  # what `_token()` finds in ASCII text, without its CJK classes to compile
 STOPWORDS = frozenset(
     [
         "a",
@@ -101,12 +102,18 @@ def stem(word: str) -> str:
     return word
 
 
+@cache
+def _token() -> re.Pattern[str]:
+    return re.compile(rf"[{LEXICON_RANGES}]+|[^\W_{LEXICON_RANGES}]+")
+
+
 def tokenize(text: str) -> list[str]:
     """Case-folded words (English stop words dropped, the rest stemmed); CJK runs as unigrams and bigrams."""
     tokens: list[str] = []
-    for match in _TOKEN.finditer(unicodedata.normalize("NFKC", text).casefold()):
+    text = unicodedata.normalize("NFKC", text).casefold()
+    for match in (_ASCII_TOKEN if text.isascii() else _token()).finditer(text):
         word = match.group(0)
-        if _IS_CJK.match(word):
+        if not word.isascii() and cjk_class(LEXICON_RANGES).match(word):
             tokens.extend(word)
             tokens.extend(word[i:i + 2] for i in range(len(word) - 1))
         elif word not in STOPWORDS:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from curator.cjk import has_cjk
 from curator.dates import date_windows
 from curator.store.graph import Node
 from curator.recall.injection import Chosen
@@ -92,14 +93,11 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed: Container[
 def strip_names(text: str, names: list[str]) -> str:
     """`text` without the given names (and a possessive 's); CJK names are removed wherever they occur."""
     for name in sorted(names, key=len, reverse=True):
-        if _CJK_NAME.search(name):
+        if has_cjk(name):
             text = text.replace(name, " ")
         else:
             text = re.sub(rf"(?<!\w){re.escape(name)}(?:'s)?(?!\w)", " ", text, flags=re.IGNORECASE)
     return re.sub(r"\s+", " ", text).strip(" ,")
-
-
-_CJK_NAME = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def add_scores(scores: dict[str, float], extra: dict[str, float], weight: float,

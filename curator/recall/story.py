@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
+from curator.cjk import has_cjk
 from curator.prompts import SHIPPED, Prompts
 from curator.recall.injection import Chosen, Injection, render_text
 from curator.schemas import Schema
@@ -50,7 +51,6 @@ _STOP = set("the a an of in on at to and or for by with from into after before d
 _MONTHS = set("january february march april may june july august september october november december jan feb mar "
               "apr jun jul aug sep sept oct nov dec am pm".split())
 _WORD = re.compile(r"[^\W_]+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 @dataclass
@@ -301,7 +301,7 @@ def _named_times(query: str, data: StoryData) -> set[str]:
     for (label, label_words), nodes in data.label_groups.items():
         if label_words and label_words <= words and not all(w.isdigit() for w in label_words):
             out.update(nodes)
-        elif _CJK.search(label) and label in query:
+        elif has_cjk(label) and label in query:
             out.update(nodes)
     return out
 

@@ -67,6 +67,25 @@ def _six_key_meta_digest(node: Node) -> str:
     return _digest(node.type, node.level, node.archived, node.parent or "", node.floor_from, node.floor_to)
 
 
+# Chroma writes its graph index to disk once this many rows were written since it last did (1,000 by default);
+# the rows after that are in its log only, and every process that opens the collection adds them to the graph
+# again before its first search: 1-3.5 ms of CPU a row (0.32 CPU-s for 100 rows at 10k nodes, 1.5 for 400), a
+# one-shot recall's largest cost. Its writes are incremental (the changed rows), so writing at every upsert costs
+# no measurable time, in a live chat's small upserts or a rebuild's large ones (bench/README.md, issue 33).
+SYNC_THRESHOLD = 1
+
+
+def _persist_each_write(collection: Collection) -> None:
+    """An older collection (made with Chroma's default) writes its graph at every upsert from now on; the next
+    process to open it writes the rows its log still holds."""
+    try:
+        hnsw = (collection.configuration or {}).get("hnsw") or {}
+        if hnsw.get("sync_threshold", SYNC_THRESHOLD) != SYNC_THRESHOLD:
+            collection.modify(configuration=cast(Any, {"hnsw": {"sync_threshold": SYNC_THRESHOLD}}))
+    except Exception as exc:  # noqa: BLE001 - a server or release without it: the collection works as before
+        log.debug("Chroma's sync threshold of %s left as it is: %s", collection.name, exc)
+
+
 class VectorIndex(VectorSearch, VectorWrites):
     """Chroma collections for the chats of one store: embedded (on disk under the data directory) by default,
     or a Chroma server when `url` is given."""
@@ -162,9 +181,12 @@ class VectorIndex(VectorSearch, VectorWrites):
             from curator.vectors.chroma_function import CuratorEmbeddingFunction
 
             function = CuratorEmbeddingFunction(self.profile, self.function)
-            found = self._collections[(chat_id, kind)] = self.client.get_or_create_collection(
+            found = self.client.get_or_create_collection(
                 self.collection_name(chat_id, kind), embedding_function=cast(Any, function),
-                metadata={"chat_id": chat_id, "profile": self.profile.key})
+                metadata={"chat_id": chat_id, "profile": self.profile.key},
+                configuration=cast(Any, {"hnsw": {"sync_threshold": SYNC_THRESHOLD}}))
+            _persist_each_write(found)
+            self._collections[(chat_id, kind)] = found
         return found
 
     def _count(self, chat_id: str, kind: str) -> int:
