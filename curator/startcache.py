@@ -1,6 +1,7 @@
 """What every process would otherwise rebuild before its first answer, kept on disk: e5's ONNX graph (its 4-bit
 weights made int8, ~0.1 CPU-s), e5's vocabulary sorted for lookups (~0.25 CPU-s), the token counter's ranks (whole,
-and sorted by length for its partial encoders) and the lexicon's format. Each
+and sorted by length for its partial encoders), the lexicon's format and the shipped injection labels (as JSON: no
+YAML parser loaded for them). Each
 file is named by a key of what it was built from (the model file, the code that builds it), so a new model or a
 new version of that code builds a new one and the old is removed. A file is written whole or not at all (a
 temporary file renamed); one that cannot be read is built again; a folder that cannot be written is no error: the

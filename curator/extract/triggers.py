@@ -13,7 +13,6 @@ from curator.store.graph import normalize_name
 from curator.store.queries import GraphView
 
 
-
 def active_types(schema: Schema, graph: GraphView, seq: int, reply: str) -> list[str]:
     """The types extracted at step `seq` given the newest reply's text, in schema order."""
     due = {name for name, spec in schema.types.items() if spec.extracted and seq % spec.extract_every == 0}

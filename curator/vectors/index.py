@@ -69,7 +69,7 @@ def _six_key_meta_digest(node: Node) -> str:
 
 # Chroma writes its graph index to disk once this many rows were written since it last did (1,000 by default);
 # the rows after that are in its log only, and every process that opens the collection adds them to the graph
-# again before its first search: 1-3.5 ms of CPU a row (0.32 CPU-s for 100 rows at 10k nodes, 1.5 for 400), a
+# again before its first search: 1.1-3.7 ms of CPU a row (0.32 CPU-s for 100 rows at 10k nodes, 1.5 for 400), a
 # one-shot recall's largest cost. Its writes are incremental (the changed rows), so writing at every upsert costs
 # no measurable time, in a live chat's small upserts or a rebuild's large ones (bench/README.md, issue 33).
 SYNC_THRESHOLD = 1
