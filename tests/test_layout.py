@@ -162,7 +162,7 @@ def test_the_layers_are_packages():
     # the root keeps the package face and what every layer shares
     assert set(flat) <= {"curator", "curator.__main__", "curator.errors", "curator.settings", "curator.paths",
                          "curator.dates", "curator.maintenance_settings", "curator.textfile", "curator.aio",
-                         "curator.startcache"}, flat
+                         "curator.startcache", "curator.cjk"}, flat
 
 
 def test_sql_stays_in_the_store():
