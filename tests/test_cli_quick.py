@@ -74,7 +74,9 @@ def test_a_missing_store_is_the_same_error(tmp_path):
     [], ["--help"], ["chats", "--help"], ["show"], ["show", "--chat"], ["show", "--chat", "--json"],
     ["show", "-c=road"], ["show", "-croad"], ["show", "--chat", "a", "--chat", "b"], ["show", "--chat", ""],
     ["chats", "--json", "--json"], ["chats", "--data", "x"], ["chats", "extra"], ["--debug=1", "chats"],
-    ["--data"], ["recall", "--chat", "road"], ["--", "chats"], ["chats", "--archived"], ["--json", "chats"],
+    ["--data"], ["recall", "--chat", "road", "--turns", "t.jsonl"], ["recall", "-q", "who"],
+    ["recall", "--chat", "road", "--budget", "300"], ["recall", "--chat", "road", "--archived"],
+    ["--", "chats"], ["chats", "--archived"], ["--json", "chats"],
 ])
 def test_anything_but_a_plain_listing_goes_to_typer(argv):
     assert quick.parse(argv) is None
@@ -84,6 +86,8 @@ def test_the_forms_it_reads():
     assert quick.parse(["--data", "d", "--debug", "--store=sqlite", "show", "--archived", "-c", "x"]) == (
         "show", {"data": "d", "debug": True, "store": "sqlite"}, {"archived": True, "chat": "x"})
     assert quick.parse(["chats"]) == ("chats", {}, {})
+    assert quick.parse(["recall", "-c", "x", "-q", "Who?", "--mode=rag", "--at", "day 5", "--json"]) == (
+        "recall", {}, {"chat": "x", "query": "Who?", "mode": "rag", "at": "day 5", "json_": True})
 
 
 def test_debug_shows_the_traceback_on_the_quick_path(tmp_path):
@@ -136,3 +140,23 @@ def test_importing_curator_shortens_openblas_idle_spin_unless_told_or_too_late(b
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == str(expected)
+
+
+@pytest.mark.parametrize("words", [
+    ["recall", "--chat", "road", "-q", "Where did Eileen hide the ledger?"],
+    ["recall", "-c", "road", "--query=Who is Rowan?", "--mode", "rag", "--json"],
+    ["recall", "--chat", "nope", "-q", "who"], ["recall", "--chat", "road"], ["recall", "-c", "road", "--mode", "x"],
+])
+def test_a_plain_recall_prints_what_typer_prints_without_typer(data, words):
+    argv = ["--data", str(data), *words]
+    proc = _quick(argv)
+    assert proc.returncode != 99, "the quick path did not take a plain recall"
+    *printed, imported = proc.stdout.splitlines(keepends=True)
+    code, stdout, stderr = _typer(argv)
+    assert (proc.returncode, proc.stderr) == (code, stderr)
+    if "--json" in words:  # the same injection; its timings differ from run to run
+        quick_json, typer_json = json.loads("".join(printed)), json.loads(stdout)
+        assert quick_json["text"] == typer_json["text"] and quick_json["text"]
+    else:
+        assert "".join(printed) == stdout
+    assert "typer" not in imported  # (click may come with chromadb's client, through httpx: not the parser's)

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec, TypeVar
 
 import typer
 
-from curator.cli.session import require_store, run_reported, state
+from curator.cli.session import open_memory as open_memory  # the commands' way to the Memory, re-exported
+from curator.cli.session import run_reported, state
 from curator.errors import NoModelProfile
 
 if TYPE_CHECKING:
-    from curator.api.memory import Memory
     from curator.settings import Settings, Task
 
 P = ParamSpec("P")
@@ -49,15 +49,6 @@ def reported(command: Callable[P, T]) -> Callable[P, T]:
         return result[0]
 
     return run
-
-
-def open_memory(existing: bool = False) -> "Memory":
-    """The Memory of `--data`. `existing`: a read-only command; a missing store is an error and nothing is created."""
-    from curator.api.memory import Memory  # loaded by the commands that use it, not by `--help`
-
-    if existing:
-        require_store()
-    return Memory(state["data"], store=state["store"])
 
 
 def require_models(*tasks: "Task") -> None:

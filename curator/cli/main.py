@@ -2,13 +2,12 @@
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
 from curator.cli import console, quick
 from curator.cli.base import ChatOpt, JsonOpt, app, open_memory, reported, require_channel_models
-from curator.cli.session import require_chat
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:
@@ -283,27 +282,7 @@ def recall(
 ) -> None:
     """Recall the memories for the next generation and show the injection: the persistent block, the recalled
     block and what was left out and why."""
-    if mode not in (None, "hybrid", "rag", "llm"):
-        raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid, rag or llm.")
-    if not (query or "").strip() and turns is None:
-        raise CuratorError("nothing to recall for: give --query TEXT, --turns FILE or both")
-    messages = None
-    if turns is not None:
-        from curator.extract.chatfile import read_chat
-
-        messages = read_chat(turns).messages
-    require_chat(chat)
-    with open_memory(existing=True) as memory:
-        if budget is not None and budget < 1:
-            raise CuratorError(f"budget {budget} is not a token count", "Give a positive number of tokens.")
-        options: dict[str, Any] = {"budget_tokens": budget} if budget else {}
-        if at is not None:
-            options["at"] = at
-        injection = memory.recall(chat, query or "", mode=mode, messages=messages, **options)
-    if json_:
-        console.print_json(injection.to_dict())
-    else:
-        console.print_injection(injection)
+    quick.recall(chat, query, turns, mode, budget, at, json_)
 
 
 @vectors_app.command("rebuild")

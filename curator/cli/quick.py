@@ -1,14 +1,16 @@
-"""The read-only listings, `curator chats` and `curator show`, and their plain argument forms, answered without
-loading typer: typer builds a pydantic adapter per parameter and, with rich, costs about 0.2 CPU-s before a command
-runs, more than the listing itself. `parse` accepts only the forms below; anything else (`--help`, an unknown or
-misspelt option, another command) returns None and goes to typer's app, which runs the same functions and reports
-usage errors as usual."""
+"""The read-only commands `curator chats`, `curator show` and `curator recall`, in their plain argument forms,
+answered without loading typer: typer builds a pydantic adapter per parameter and, with rich, costs about 0.2 CPU-s
+before a command runs, more than a listing itself and a third of a one-shot recall at 10k nodes. `parse` accepts
+only the forms below; anything else (`--help`, an unknown or misspelt option, another command) returns None and goes
+to typer's app, which runs the same functions and reports usage errors as usual."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from curator.cli.session import open_store, run_reported, state
+from curator.cli.session import open_memory, open_store, require_chat, run_reported, state
+from curator.errors import CuratorError
 
 # global options that take a value / that are flags, as typer's callback declares them (curator/cli/base.py)
 _GLOBAL_VALUES = {"--data": "data", "--store": "store"}
@@ -17,8 +19,11 @@ _GLOBAL_FLAGS = {"--debug": "debug"}
 _COMMANDS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     "chats": ({}, {"--json": "json_"}),
     "show": ({"--chat": "chat", "-c": "chat"}, {"--archived": "archived", "--json": "json_"}),
+    # recall's text options (--turns and --budget, a file and a number, are left to typer's checks)
+    "recall": ({"--chat": "chat", "-c": "chat", "--query": "query", "-q": "query", "--mode": "mode", "--at": "at"},
+               {"--json": "json_"}),
 }
-_REQUIRED = {"show": ("chat",)}
+_REQUIRED = {"show": ("chat",), "recall": ("chat",)}
 
 
 def chats(json_: bool = False) -> None:
@@ -51,8 +56,37 @@ def show(chat: str, archived: bool = False, json_: bool = False) -> None:
         console.print_graph(chat, graph, store.schema_outline(chat), include_archived=archived)
 
 
+def recall(chat: str, query: str | None = None, turns: Path | None = None, mode: str | None = None,
+           budget: int | None = None, at: str | None = None, json_: bool = False) -> None:
+    """Recall the memories for the next generation and show the injection."""
+    from curator.cli import console
+
+    if mode not in (None, "hybrid", "rag", "llm"):
+        raise CuratorError(f"unknown recall mode {mode!r}", "Use --mode hybrid, rag or llm.")
+    if not (query or "").strip() and turns is None:
+        raise CuratorError("nothing to recall for: give --query TEXT, --turns FILE or both")
+    messages = None
+    if turns is not None:
+        from curator.extract.chatfile import read_chat
+
+        messages = read_chat(turns).messages
+    require_chat(chat)
+    with open_memory(existing=True) as memory:
+        if budget is not None and budget < 1:
+            raise CuratorError(f"budget {budget} is not a token count", "Give a positive number of tokens.")
+        options: dict[str, object] = {"budget_tokens": budget} if budget else {}
+        if at is not None:
+            options["at"] = at
+        injection = memory.recall(chat, query or "", mode=mode, messages=messages, **options)  # type: ignore[arg-type]
+    if json_:
+        console.print_json(injection.to_dict())
+    else:
+        console.print_injection(injection)
+
+
 def parse(argv: list[str]) -> tuple[str, dict[str, object], dict[str, object]] | None:
-    """(command, global options, command options) for a plain form of `chats` or `show`; None for anything else."""
+    """(command, global options, command options) for a plain form of `chats`, `show` or `recall`; None for anything
+    else."""
     options: dict[str, object] = {}
     rest = _take(argv, _GLOBAL_VALUES, _GLOBAL_FLAGS, options)
     if rest is None or not rest or rest[0] not in _COMMANDS:
@@ -91,7 +125,7 @@ def _take(argv: list[str], values: dict[str, str], flags: dict[str, str], into: 
 
 
 def run(argv: list[str]) -> int | None:
-    """Run a plain `chats` or `show` and return its exit code; None when `argv` is anything else."""
+    """Run a plain `chats`, `show` or `recall` and return its exit code; None when `argv` is anything else."""
     parsed = parse(argv)
     if parsed is None:
         return None
@@ -100,4 +134,7 @@ def run(argv: list[str]) -> int | None:
     json_, archived = bool(kwargs.get("json_")), bool(kwargs.get("archived"))
     if command == "chats":
         return run_reported(lambda: chats(json_=json_))
+    if command == "recall":
+        text = {k: str(v) for k, v in kwargs.items() if k in ("query", "mode", "at")}
+        return run_reported(lambda: recall(str(kwargs["chat"]), json_=json_, **text))  # type: ignore[arg-type]
     return run_reported(lambda: show(str(kwargs["chat"]), archived=archived, json_=json_))

@@ -12,6 +12,7 @@ from curator.cli.guards import INPUT_ERRORS, input_error_message
 from curator.errors import CuratorError
 
 if TYPE_CHECKING:
+    from curator.api.memory import Memory
     from curator.store.store import Store
 
 state: dict[str, Any] = {"data": None, "debug": False, "store": None}  # the global options of this run
@@ -26,6 +27,15 @@ def open_store() -> Store:
 
     require_store()
     return Store(data_dir(state["data"]), store=state["store"])  # as Memory opens it
+
+
+def open_memory(existing: bool = False) -> Memory:
+    """The Memory of `--data`. `existing`: a read-only command; a missing store is an error and nothing is created."""
+    from curator.api.memory import Memory  # loaded by the commands that use it, not by `--help`
+
+    if existing:
+        require_store()
+    return Memory(state["data"], store=state["store"])
 
 
 def require_chat(chat_id: str) -> None:
