@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from curator.cli.session import open_memory, open_store, require_chat, run_reported, state
 from curator.errors import CuratorError
@@ -74,10 +75,10 @@ def recall(chat: str, query: str | None = None, turns: Path | None = None, mode:
     with open_memory(existing=True) as memory:
         if budget is not None and budget < 1:
             raise CuratorError(f"budget {budget} is not a token count", "Give a positive number of tokens.")
-        options: dict[str, object] = {"budget_tokens": budget} if budget else {}
+        options: dict[str, Any] = {"budget_tokens": budget} if budget else {}
         if at is not None:
             options["at"] = at
-        injection = memory.recall(chat, query or "", mode=mode, messages=messages, **options)  # type: ignore[arg-type]
+        injection = memory.recall(chat, query or "", mode=mode, messages=messages, **options)
     if json_:
         console.print_json(injection.to_dict())
     else:
@@ -135,6 +136,7 @@ def run(argv: list[str]) -> int | None:
     if command == "chats":
         return run_reported(lambda: chats(json_=json_))
     if command == "recall":
-        text = {k: str(v) for k, v in kwargs.items() if k in ("query", "mode", "at")}
-        return run_reported(lambda: recall(str(kwargs["chat"]), json_=json_, **text))  # type: ignore[arg-type]
+        text = {k: str(v) for k, v in kwargs.items()}
+        return run_reported(lambda: recall(text["chat"], query=text.get("query"), mode=text.get("mode"),
+                                           at=text.get("at"), json_=json_))
     return run_reported(lambda: show(str(kwargs["chat"]), archived=archived, json_=json_))
