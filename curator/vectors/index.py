@@ -21,16 +21,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import urlparse
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from curator.errors import CuratorError
 from curator.vectors.documents import SOURCE_CHARS, SOURCE_SPAN, embedded_source, node_document, source_floors
 from curator.vectors.messages import LEGACY_MESSAGES, MessageVectors
 from curator.vectors.mirror import Mirrors
 from curator.vectors.pending import FLUSH_ROWS, Batch, PendingWrites
+from curator.vectors.chroma_client import collection_name, connect, open_collection
 from curator.vectors.chroma_direct import DirectReader
 from curator.vectors.embeddings import LazyEmbedder
 from curator.vectors.profile import EmbeddingProfile
@@ -65,25 +64,6 @@ def _six_key_meta_digest(node: Node) -> str:
     floors): a node whose hash is this holds the right type and archived already, so an index from then is
     taken as it is (its hashes rewritten) rather than updated node by node."""
     return _digest(node.type, node.level, node.archived, node.parent or "", node.floor_from, node.floor_to)
-
-
-# Chroma writes its graph index to disk once this many rows were written since it last did (1,000 by default);
-# the rows after that are in its log only, and every process that opens the collection adds them to the graph
-# again before its first search: 1.1-3.7 ms of CPU a row (0.32 CPU-s for 100 rows at 10k nodes, 1.5 for 400), a
-# one-shot recall's largest cost. Its writes are incremental (the changed rows), so writing at every upsert costs
-# no measurable time, in a live chat's small upserts or a rebuild's large ones (bench/README.md, issue 33).
-SYNC_THRESHOLD = 1
-
-
-def _persist_each_write(collection: Collection) -> None:
-    """An older collection (made with Chroma's default) writes its graph at every upsert from now on; the next
-    process to open it writes the rows its log still holds."""
-    try:
-        hnsw = (collection.configuration or {}).get("hnsw") or {}
-        if hnsw.get("sync_threshold", SYNC_THRESHOLD) != SYNC_THRESHOLD:
-            collection.modify(configuration=cast(Any, {"hnsw": {"sync_threshold": SYNC_THRESHOLD}}))
-    except Exception as exc:  # noqa: BLE001 - a server or release without it: the collection works as before
-        log.debug("Chroma's sync threshold of %s left as it is: %s", collection.name, exc)
 
 
 class VectorIndex(VectorSearch, VectorWrites):
@@ -127,31 +107,8 @@ class VectorIndex(VectorSearch, VectorWrites):
                 if self._client is None:
                     if self.direct is not None:
                         self.direct.close()
-                    self._client = self._connect()
+                    self._client = connect(self.folder, self.url)
         return self._client
-
-    def _connect(self) -> ClientAPI:
-        import chromadb
-        import chromadb.config
-
-        settings = chromadb.config.Settings(anonymized_telemetry=False)
-        if self.url:
-            parsed = urlparse(self.url)
-            try:
-                return chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
-                                           ssl=parsed.scheme == "https", settings=settings)
-            except Exception as exc:  # noqa: BLE001 - chromadb raises ValueError, httpx errors, ... for one cause
-                raise CuratorError(f"cannot reach the Chroma server at {self.url} ({type(exc).__name__}: {exc})",
-                                   "Start the Chroma server, or remove `vectors_url` from config.yaml to use the "
-                                   "embedded index.") from None
-        try:
-            return chromadb.PersistentClient(path=str(self.folder), settings=settings)
-        except Exception as exc:  # noqa: BLE001 - chromadb's InternalError, OSError, ... for one cause
-            raise CuratorError(f"cannot open the embedded vector index in {self.folder} ({type(exc).__name__}: "
-                               f"{' '.join(str(exc).split())[:200]})",
-                               "The data directory must be writable (the index writes beside memory.db); copy it "
-                               "somewhere writable and pass --data, or set `vectors_url` to a Chroma server."
-                               ) from None
 
     def close(self) -> None:
         """Write the staged rows to Chroma and let the search threads go (the Chroma client needs no closing). A
@@ -169,24 +126,14 @@ class VectorIndex(VectorSearch, VectorWrites):
             self._search_pool.shutdown(wait=True)
             self._search_pool = None
 
-    @staticmethod
-    def collection_name(chat_id: str, kind: str = NODES) -> str:
-        # Chroma names allow only [a-zA-Z0-9._-]; chat ids may be anything (Chinese, spaces...).
-        return kind + hashlib.blake2b(chat_id.encode(), digest_size=10).hexdigest()
+    collection_name = staticmethod(collection_name)
 
     def _collection(self, chat_id: str, kind: str = NODES) -> Collection:
         """The chat's collection (handles are kept: opening one costs a round of Chroma's catalogue)."""
         found = self._collections.get((chat_id, kind))
         if found is None:
-            from curator.vectors.chroma_function import CuratorEmbeddingFunction
-
-            function = CuratorEmbeddingFunction(self.profile, self.function)
-            found = self.client.get_or_create_collection(
-                self.collection_name(chat_id, kind), embedding_function=cast(Any, function),
-                metadata={"chat_id": chat_id, "profile": self.profile.key},
-                configuration=cast(Any, {"hnsw": {"sync_threshold": SYNC_THRESHOLD}}))
-            _persist_each_write(found)
-            self._collections[(chat_id, kind)] = found
+            found = self._collections[(chat_id, kind)] = open_collection(self.client, chat_id, kind, self.profile,
+                                                                          self.function)
         return found
 
     def _count(self, chat_id: str, kind: str) -> int:
