@@ -125,6 +125,7 @@ def _unsized(data: bytes) -> bytes:
     return data[8:]
 
 
+UNFUSED = ["SkipLayerNormFusion"]  # onnxruntime's graph rewrites this runtime turns off (see E5Runtime)
 PARALLEL_MIN = 8  # texts in a batch before it is spread over the cores (a query or a reply's few stay on one)
 MAX_WORKERS = 4
 _POOL: ThreadPoolExecutor | None = None
@@ -169,8 +170,12 @@ class E5Runtime:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # Without the fusion of each residual Add and LayerNormalization into one SkipLayerNormalization: that
+        # CPU kernel is slower than the two ops it replaces, and e5 costs about 30% less per text with them apart
+        # (bench/README.md, issue 33). The vectors move by rounding only (issue 31's quality test holds).
         self._session = onnxruntime.InferenceSession(shipped_graph(weights), options,
-                                                     providers=["CPUExecutionProvider"])
+                                                     providers=["CPUExecutionProvider"],
+                                                     disabled_optimizers=UNFUSED)
 
     def query(self, texts: list[str]) -> np.ndarray:
         return self.encode(texts, "query: ")
@@ -213,5 +218,9 @@ class E5Runtime:
         x = words + self._positions[:len(ids)] + self._type
         mean = x.mean(axis=1, keepdims=True)
         x = (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + self.eps) * self._norm[0] + self._norm[1]
-        hidden: np.ndarray = self._session.run(["mean"], {"x": np.ascontiguousarray(x[None], dtype=np.float32)})[0][0]
+        return self._layers(np.ascontiguousarray(x[None], dtype=np.float32))
+
+    def _layers(self, x: np.ndarray) -> np.ndarray:
+        """The twelve layers on onnxruntime: (1, L, 384) after the embeddings' LayerNorm -> the mean hidden state."""
+        hidden: np.ndarray = self._session.run(["mean"], {"x": x})[0][0]
         return hidden
