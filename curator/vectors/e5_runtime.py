@@ -125,7 +125,10 @@ def _unsized(data: bytes) -> bytes:
     return data[8:]
 
 
-UNFUSED = ["SkipLayerNormFusion"]  # onnxruntime's graph rewrites this runtime turns off (see E5Runtime)
+# onnxruntime's graph rewrites this runtime turns off: none. Without "SkipLayerNormFusion" e5 costs about 30% less a
+# text, but its dense retrieval on LoCoMo's turns is about a point lower in expectation (bench/README.md, issue 33,
+# "e5's rounding noise"); `studies/e5_rounding_noise.py --unfused` sets it to measure that again.
+DISABLED_OPTIMIZERS: list[str] = []
 PARALLEL_MIN = 8  # texts in a batch before it is spread over the cores (a query or a reply's few stay on one)
 MAX_WORKERS = 4
 _POOL: ThreadPoolExecutor | None = None
@@ -170,12 +173,9 @@ class E5Runtime:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        # Without the fusion of each residual Add and LayerNormalization into one SkipLayerNormalization: that
-        # CPU kernel is slower than the two ops it replaces, and e5 costs about 30% less per text with them apart
-        # (bench/README.md, issue 33). The vectors move by rounding only (issue 31's quality test holds).
         self._session = onnxruntime.InferenceSession(shipped_graph(weights), options,
                                                      providers=["CPUExecutionProvider"],
-                                                     disabled_optimizers=UNFUSED)
+                                                     disabled_optimizers=DISABLED_OPTIMIZERS)
 
     def query(self, texts: list[str]) -> np.ndarray:
         return self.encode(texts, "query: ")
