@@ -154,3 +154,27 @@ def test_a_collection_made_with_chromas_default_writes_its_graph_from_then_on(tm
         assert [memory.index._collection("road", kind).configuration["hnsw"]["sync_threshold"]
                 for kind in (NODES, SOURCES)] == [1, 1]
     assert set(_unwritten(data).values()) == {0}
+
+
+def test_a_failed_switch_is_tried_again():
+    """Switching an older collection's sync threshold is tried again after a failure, and left after the last."""
+    from curator.vectors.chroma_client import _persist_each_write
+
+    class Older:
+        name, configuration, calls = "mc_x", {"hnsw": {"sync_threshold": 1000}}, 0
+
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+
+        def modify(self, configuration):
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise RuntimeError("busy")
+            self.configuration = configuration
+
+    once = Older(failures=1)
+    _persist_each_write(once)
+    assert once.calls == 2 and once.configuration["hnsw"]["sync_threshold"] == 1
+    never = Older(failures=10)
+    _persist_each_write(never)  # a server or release without it: left as it is, no error
+    assert never.calls == 3 and never.configuration["hnsw"]["sync_threshold"] == 1000
