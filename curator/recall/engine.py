@@ -49,6 +49,7 @@ from curator.recall.scoring import (
     diversify,
     expand,
     fuse,
+    fuse_vectors,
     lift_leaves,
     mention_boost,
     propagate,
@@ -498,9 +499,9 @@ class Recaller:
 
             search = rewrite_query(self.settings, rq.turns if rq is not None else query, calls, self.prompts) or query
         if rq is not None and not rq.single and search == query:  # no rewrite: the turns' parts, fused by weight
-            scores = fuse_parts(rq.parts, lambda text: self._dense_scores(chat_id, text, opts.top_k))
+            scores = fuse_parts(rq.parts, lambda text: self._vector_scores(chat_id, text, opts.top_k))
         else:
-            scores = self._dense_scores(chat_id, search, opts.top_k)
+            scores = self._vector_scores(chat_id, search, opts.top_k)
         hits = [(i, s) for i, s in scores.items() if i in pool.documents]
         if hits:  # a bare name matches by the name alone (`scoring.entity_focus`)
             state = self.state(chat_id)
@@ -519,6 +520,19 @@ class Recaller:
                 hits = [(hits[i][0], score) for i, score in order]
                 reason = "reranked"
         return lift_leaves(dict(hits), pool, opts.max_results, {}, dict(hits), reason=reason)
+
+    def _vector_scores(self, chat_id: str, query: str, k: int) -> dict[str, float]:
+        """`rag`'s vector scores: node texts and events' sources searched with the query, fused
+        (`scoring.fuse_vectors`). An event is often asked about in words its source messages hold and its own text
+        does not (LoCoMo dev, R@10 on raw turns: 0.598 with node texts alone, 0.709 with both)."""
+        if self.index is None:
+            return {}
+        state = self.state(chat_id)
+        second_vector, _ = self._embedder_settings()
+        source_query = (strip_names(query, list(state.speakers)) or query) if second_vector else query
+        nodes, sources = self._dense_scores(chat_id, query, max(k, DENSE_POOL), source_query)
+        with state.lock:  # another recall thread may be updating the state's maps
+            return fuse_vectors(nodes, sources, state.sources.keys())
 
     # ---- bookkeeping ----------------------------------------------------------------------------
     def _touch(self, chat_id: str, node_ids: list[str]) -> None:

@@ -27,6 +27,10 @@ DATE_BONUS, DATE_SLACK_DAYS = 2.0, 3  # for memories whose story date is one the
 MENTION_BONUS = 1.0  # for nodes linked to an entity the query names
 DETAIL_MARGIN = 0.5  # a folded leaf comes back if it scores at least its summary's score minus this
 NEIGHBOUR_SHARE = 0.3  # of the best score among a node's neighbours (linked, previous/next of its type, same scene)
+# `rag`: the weight of an event's source messages' similarity beside its own text's. Chosen on LoCoMo dev's tune
+# conversations (1 / 1.5 / 2: 1.5 best on both corpora together), checked on the held-out two (bench/README.md,
+# issue 31, "`rag` reads the sources").
+RAG_SOURCE_WEIGHT = 1.5
 
 
 @dataclass
@@ -88,6 +92,21 @@ def fuse(dense: dict[str, float], lexical: dict[str, float], allowed: Container[
         if std > 0:
             total += (weight / std) * centered
     return dict(zip(candidates, total.tolist()))
+
+
+def fuse_vectors(nodes: dict[str, float], sources: dict[str, float], has_source: Container[str],
+                 source_weight: float | None = None) -> dict[str, float]:
+    """`rag`'s score: a node's text similarity plus `source_weight` times its source messages' (cosines of one
+    embedder, so on one scale; z-scores would blow up a search whose hits are all alike, such as sources of short
+    filler lines). A node the node search did not return counts as that search's lowest; one with sources that the
+    source search did not return, as its lowest; one without sources (a person, a place), as its mean."""
+    weight = RAG_SOURCE_WEIGHT if source_weight is None else source_weight
+    node_low = min(nodes.values(), default=0.0)
+    source_low = min(sources.values(), default=0.0)
+    source_mean = sum(sources.values()) / len(sources) if sources else 0.0
+    return {node_id: nodes.get(node_id, node_low)
+            + weight * sources.get(node_id, source_low if node_id in has_source else source_mean)
+            for node_id in nodes.keys() | sources.keys()}
 
 
 def strip_names(text: str, names: list[str]) -> str:
