@@ -69,6 +69,16 @@ class VectorSearch:
         sources = self._searches().submit(self._query, chat_id, SOURCES, source_text, source_k, source_vector)
         return self._query(chat_id, NODES, text, k, vector), sources.result()
 
+    def query_apart(self, chat_id: str, text: str, source_text: str, k: int = 20,
+                    source_k: int | None = None) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """`query` with `text`'s own vector and `query_sources` with `source_text`'s, both embedded in one model
+        call (one pass when the texts are the same): `rag`, which has no BM25 to count the speakers' names, searches
+        the nodes with them."""
+        vectors = self.query_vectors([text, source_text])
+        return (self._query(chat_id, NODES, text, k, vectors.get(text)),
+                self._query(chat_id, SOURCES, source_text, k if source_k is None else source_k,
+                            vectors.get(source_text)))
+
     def _searches(self) -> ThreadPoolExecutor:
         """Two threads for the source searches: Chroma releases the GIL while it searches, so a recall's source query
         runs beside its node query (about 1.3 ms of wall at 10k nodes; bench/README.md, "Fourth round")."""
