@@ -5,7 +5,8 @@ as extraction would have written them. Each question of categories 1-4 is asked 
 user message (the recall also gets the recent turns, unless --query-only), and the score is the share of the
 question's evidence turns covered by the nodes in the final injection (persistent and recalled blocks) under the
 default token budget: not a ranked list, what the model would actually be shown. Also reported: the recalled block
-alone (without the persistent block), and each as a mean over questions as well as over conversations."""
+alone (without the persistent block), and each as a mean over questions as well as over conversations. `--mode rag`
+asks in that mode instead of the default."""
 
 from __future__ import annotations
 
@@ -44,17 +45,17 @@ def build_chat(memory, conv: dict) -> dict[str, set[str]]:
     return covers
 
 
-def ask(memory, conv: dict, covers: dict, question: dict, query_only: bool = False) -> dict:
+def ask(memory, conv: dict, covers: dict, question: dict, query_only: bool = False, mode: str | None = None) -> dict:
     """One question asked after the last floor: the share of its evidence the injection covers (both blocks, and
     the recalled block alone), with the injection's size."""
     name = conv.get("sample_id", "conv")
     takes_messages = "messages" in inspect.signature(memory.recall).parameters
     if takes_messages and not query_only:
         messages, _ = turns(conv)
-        injection = memory.recall(name, question["question"],
+        injection = memory.recall(name, question["question"], mode=mode,
                                   messages=[*messages, Message("user", "", question["question"])])
     else:
-        injection = memory.recall(name, question["question"])
+        injection = memory.recall(name, question["question"], mode=mode)
     wanted = set(question["evidence"])
 
     def share(chosen) -> float:
@@ -80,6 +81,7 @@ def summarise(per_conv: dict[str, list[dict]]) -> dict:
 def main() -> None:
     def extra(parser):
         parser.add_argument("--query-only", action="store_true", help="recall from the question alone")
+        parser.add_argument("--mode", choices=("hybrid", "rag"), default=None, help="the recall mode (default: hybrid)")
         parser.add_argument("--data", type=Path, default=None,
                             help="the LoCoMo file (default $CURATOR_LOCOMO_DEV or ../shared/data/locomo_dev.json)")
 
@@ -102,14 +104,15 @@ def main() -> None:
             rows = []
             for q in qs:
                 started = now()
-                rows.append(ask(memory, conv, covers, q, args.query_only))
+                rows.append(ask(memory, conv, covers, q, args.query_only, args.mode))
                 latency.append(now() - started)
             per_conv[name] = rows
             progress(f"{name}: evidence covered by the injection {sum(r['both'] for r in rows) / len(rows):.4f}")
     rows = [r for conv in per_conv.values() for r in conv]
     covered = summarise(per_conv)
     report = {"benchmark": "locomo_injection", "quick": args.quick, "env": environment(),
-              "params": {"conversations": list(per_conv), "questions": len(rows), "query_only": args.query_only},
+              "params": {"conversations": list(per_conv), "questions": len(rows), "query_only": args.query_only,
+                         "mode": args.mode or "default"},
               "results": {"evidence_covered": {"all": covered["both"]["over_conversations"],
                                                **{c: covered["both"][c] for c in per_conv}},
                           "by_block": covered,
