@@ -479,9 +479,13 @@ class Recaller:
             return {} if source_query is None else ({}, {})
         if source_query is None:
             return dict(self.index.query(chat_id, query, k))
-        pool = getattr(self.index.function.embedder, "source_pool", None) or SOURCE_POOL
-        items, sources = self.index.query_both(chat_id, query, source_query, k, context, min(k, pool))
+        items, sources = self.index.query_both(chat_id, query, source_query, k, context, min(k, self._source_pool()))
         return dict(items), dict(sources)
+
+    def _source_pool(self) -> int:
+        """Sources scored per query: the embedder's own number, else SOURCE_POOL."""
+        embedder = self.index.function.embedder if self.index is not None else None
+        return getattr(embedder, "source_pool", None) or SOURCE_POOL
 
     def _ensure_synced(self, chat_id: str, version: int) -> None:
         """Sync the index when the graph or the messages (the events' sources) changed since the last recall."""
@@ -530,9 +534,8 @@ class Recaller:
             return {}
         state = self.state(chat_id)
         source_query = strip_names(query, list(state.speakers)) or query
-        pool = getattr(self.index.function.embedder, "source_pool", None) or SOURCE_POOL
         k = max(k, DENSE_POOL)
-        nodes, sources = self.index.query_apart(chat_id, query, source_query, k, min(k, pool))
+        nodes, sources = self.index.query_apart(chat_id, query, source_query, k, min(k, self._source_pool()))
         with state.lock:  # another recall thread may be updating the state's maps
             return fuse_vectors(dict(nodes), dict(sources), state.sources.keys())
 

@@ -125,9 +125,11 @@ def _unsized(data: bytes) -> bytes:
     return data[8:]
 
 
-# onnxruntime's graph rewrites this runtime turns off: none. Without "SkipLayerNormFusion" e5 costs about 30% less a
-# text, but its dense retrieval on LoCoMo's turns is about a point lower in expectation (bench/README.md, issue 33,
-# "e5's rounding noise"); `studies/e5_rounding_noise.py --unfused` sets it to measure that again.
+# onnxruntime's graph rewrites this runtime turns off: none. Without "SkipLayerNormFusion" e5 costs 15-30% less a text
+# and is as close to unrounded arithmetic (`studies/e5_precision.py`); kept on because a rounding-noise study measured
+# dense retrieval on LoCoMo's turns a point lower without it (evidence weaker than it read, the precision study found)
+# and a cheaper e5 worsens recall's ratio to a bare query (bench/README.md, issue 33). `studies/e5_rounding_noise.py
+# --unfused` sets it.
 DISABLED_OPTIMIZERS: list[str] = []
 PARALLEL_MIN = 8  # texts in a batch before it is spread over the cores (a query or a reply's few stay on one)
 MAX_WORKERS = 4
