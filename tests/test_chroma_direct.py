@@ -1,6 +1,7 @@
 """A process that has only read answers its searches through Chroma's Rust bindings (`vectors/chroma_direct.py`),
-without importing chromadb's Python client (0.7 s of CPU). Its answers are the full client's; any failure of the
-bindings hands over to the full client for good, and the first write closes the reader."""
+without importing chromadb's Python client (0.7 s of CPU), nor building the settings' patch models. Its answers are
+the full client's; any failure of the bindings hands over to the full client for good, and the first write closes
+the reader."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ import json, sys
 import curator
 with curator.open(sys.argv[1]) as memory:
     texts = [memory.recall("road", q).text for q in json.loads(sys.argv[2])]
-    print(json.dumps({"chromadb": "chromadb" in sys.modules, "direct": memory.index.direct.queries, "texts": texts}))
+    print(json.dumps({"chromadb": "chromadb" in sys.modules, "direct": memory.index.direct.queries, "texts": texts,
+                      "patch_models": "curator.api.chat_settings" in sys.modules}))
 """
 
 
@@ -52,6 +54,7 @@ def test_a_fresh_process_recalls_without_chromadb_and_injects_what_the_full_clie
     assert run.returncode == 0, run.stderr
     fresh = json.loads(run.stdout)
     assert fresh["chromadb"] is False and fresh["direct"] >= len(QUERIES)  # nodes and sources, per query
+    assert fresh["patch_models"] is False  # the settings' patch models: built only where a patch is applied
     with curator.open(data) as memory:
         memory.index.client  # noqa: B018 - the full client, as before the reader existed
         assert memory.index.direct is not None and not memory.index.direct.enabled

@@ -11,11 +11,11 @@ descriptions), so the HTTP API documents them in OpenAPI and a new setting is ed
 
 from __future__ import annotations
 
-import copy
 from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from curator.api.merge_patch import merge_patch
 from curator.errors import CuratorError
 from curator.maintenance_settings import MaintenanceSettings, PlannerSettings
 from curator.settings import TASKS, ExtractionSettings, ModelProfile, RecallSettings, Settings, Task
@@ -83,25 +83,6 @@ class GlobalSettingsPatch(BaseModel):
     recall: RecallPatch | None = None  # type: ignore[valid-type]
     maintenance: MaintenancePatch | None = None  # type: ignore[valid-type]
     planner: PlannerPatch | None = None  # type: ignore[valid-type]
-
-
-def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """RFC 7396: `patch` applied to a copy of `target` (null removes, objects merge, anything else replaces)."""
-    out = copy.deepcopy(target)
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge_patch(out[key], value)
-            if not out[key]:
-                out.pop(key)
-        elif isinstance(value, dict):
-            merged = merge_patch({}, value)
-            if merged:
-                out[key] = merged
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def patch_dict(patch: ChatSettingsPatch | dict[str, Any]) -> dict[str, Any]:

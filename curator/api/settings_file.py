@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curator.api.chat_settings import merge_patch
+from curator.api.merge_patch import merge_patch
 from curator.errors import CuratorError
 from curator.settings import CONFIG_FILENAME, TASKS, Settings, load_settings
 from curator.textfile import load_yaml
