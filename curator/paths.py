@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from importlib import resources
 from pathlib import Path
 
 ENV_DATA = "CURATOR_DATA"
@@ -34,6 +33,8 @@ def cache_dir() -> Path | None:
 def example_file(name: str) -> Path:
     """A file of the bundled example. The wheel carries them inside the package (`curator/examples`); an
     editable install or a source checkout finds them in the repository's `examples/` folder."""
+    from importlib import resources  # here, not at import: 0.01 s (tempfile, zipfile) a `curator show` needs not
+
     packaged = resources.files(__package__).joinpath("examples", name)
     if packaged.is_file():
         return Path(str(packaged))
@@ -46,6 +47,8 @@ def example_file(name: str) -> Path:
 def sillytavern_extension() -> Path:
     """The SillyTavern extension's folder (`manifest.json`, `index.js`, ...). The wheel carries it inside the package
     (`curator/integrations/sillytavern`); a checkout or an editable install finds it in `integrations/sillytavern/`."""
+    from importlib import resources
+
     packaged = Path(str(resources.files(__package__).joinpath("integrations", "sillytavern")))
     if (packaged / "manifest.json").is_file():
         return packaged

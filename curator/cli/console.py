@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
     from curator.recall.injection import Injection
     from curator.schemas import Schema
     from curator.store.graph import Node
@@ -26,7 +27,8 @@ def _console(name: str) -> Console:
     if name not in _consoles:
         from rich.console import Console
 
-        _consoles[name] = Console(soft_wrap=False) if name == "out" else Console(stderr=True)
+        # emoji off: ":smile:" in a chat's text prints as written (and rich's emoji table, 5 ms, stays unloaded)
+        _consoles[name] = Console(soft_wrap=False, emoji=False) if name == "out" else Console(stderr=True, emoji=False)
     return _consoles[name]
 
 
@@ -43,6 +45,21 @@ def _table(**options: Any) -> Table:
     return Table(**options)
 
 
+def _plain(*cells: str) -> list[Text]:
+    """Table cells as plain text: what a chat holds (titles, fields, queries) can contain brackets that rich would
+    read as markup ("[/]" raised MarkupError, "[ooc: ...]" vanished)."""
+    from rich.text import Text
+
+    return [Text(cell) for cell in cells]
+
+
+def escape(text: str) -> str:
+    """`text` to print through rich as it is (for text from a chat, a model or the user inside markup)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def print_json(data: object) -> None:
     # Plain stdout, not rich: --json output must be byte-exact for pipes.
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
@@ -53,8 +70,6 @@ def print_error(message: str, hint: str = "") -> None:
         # what rich prints to a pipe or a file, without loading it (a cheap error stays cheap: issue 33)
         sys.stderr.write(f"Error: {message}\n" + (f"Hint: {hint}\n" if hint else ""))
         return
-    from rich.markup import escape
-
     # soft_wrap: one line however long (a command in it stays whole to copy), the terminal wraps it for the eye
     err = _console("err")
     err.print(f"[bold red]Error:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
@@ -77,8 +92,8 @@ def print_graph(chat_id: str, graph: GraphView, schema: tuple[str, list[str]], i
     stats = graph.stats()
     schema_name, type_names = schema
     out = _console("out")
-    out.print(f"[bold]{chat_id}[/]  schema [cyan]{schema_name}[/]  ·  {stats['nodes_active']} active nodes, "
-              f"{stats['nodes_archived']} archived, {stats['edges']} edges, {stats['commits']} commits, "
+    out.print(f"[bold]{escape(chat_id)}[/]  schema [cyan]{escape(schema_name)}[/]  ·  {stats['nodes_active']} active "
+              f"nodes, {stats['nodes_archived']} archived, {stats['edges']} edges, {stats['commits']} commits, "
               f"{stats['messages']} messages")
     for type_name in type_names:
         nodes = graph.nodes(type=type_name, archived=None if include_archived else False)
@@ -90,7 +105,7 @@ def print_graph(chat_id: str, graph: GraphView, schema: tuple[str, list[str]], i
                              no_wrap=column != "fields")
         for node in nodes:
             style = "dim" if node.archived else None
-            table.add_row(node.id, node.title, str(node.level), _floors(node), _summary(node), style=style)
+            table.add_row(*_plain(node.id, node.title, str(node.level), _floors(node), _summary(node)), style=style)
         out.print(table)
     edges = graph.edges()
     if edges:
@@ -101,8 +116,9 @@ def print_graph(chat_id: str, graph: GraphView, schema: tuple[str, list[str]], i
         for edge in edges:
             start = "" if edge.valid_from is None else edge.valid_from
             span = f"{start}-{'' if edge.valid_to is None else edge.valid_to}"
-            table.add_row(titles.get(edge.source, edge.source), edge.relation, titles.get(edge.target, edge.target),
-                          f"{edge.strength:.2f}", "" if span == "-" else span)
+            table.add_row(*_plain(titles.get(edge.source, edge.source), edge.relation,
+                                  titles.get(edge.target, edge.target), f"{edge.strength:.2f}",
+                                  "" if span == "-" else span))
         out.print(table)
 
 
@@ -132,14 +148,12 @@ def print_rollback(result: RollbackResult) -> None:
 
 def print_trash(chat_id: str, batches: list[dict[str, Any]]) -> None:
     """A chat's reverted batches, newest first."""
-    from rich.markup import escape
-
     out = _console("out")
     if not batches:
-        out.print(f"{chat_id}: nothing reverted (rollbacks, syncs, proxy edits and rebuilds keep what they revert "
-                  "here)")
+        out.print(f"{escape(chat_id)}: nothing reverted (rollbacks, syncs, proxy edits and rebuilds keep what they "
+                  "revert here)")
         return
-    table = _table(title=f"{chat_id}: reverted batches, newest first", title_justify="left")
+    table = _table(title=f"{escape(chat_id)}: reverted batches, newest first", title_justify="left")
     for column in ("batch", "at", "why", "from floor", "commits", "floors", "what"):
         table.add_column(column, overflow="fold")
     for b in batches:
@@ -156,8 +170,6 @@ def print_trash(chat_id: str, batches: list[dict[str, Any]]) -> None:
 
 def print_batch(data: dict[str, Any]) -> None:
     """One batch: its commits and the floors it keeps."""
-    from rich.markup import escape
-
     out = _console("out")
     out.print(f"[bold]batch #{data['id']}[/] {escape(data['reason'])} at {data['at']} from floor {data['floor']}"
               + (f": {escape(data['detail'])}" if data["detail"] else ""))
@@ -175,7 +187,7 @@ def print_injection(injection: Injection, title: str | None = None) -> None:
     out = _console("out")
     data = injection.to_dict()
     tokens = data["tokens"]
-    out.print(f"[bold]{title or injection.query}[/]")
+    out.print(f"[bold]{escape(title or injection.query)}[/]", highlight=False)
     out.print(f"  {len(injection.persistent)} persistent + {len(injection.recalled)} recalled nodes, "
               f"{tokens['total']}/{tokens['budget']} tokens ({tokens['tokenizer']}), mode {injection.mode}"
               + (", reused" if injection.reused else ""))
@@ -211,7 +223,7 @@ def print_injection(injection: Injection, title: str | None = None) -> None:
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*_plain(*row))
         out.print(table)
     if data["left_out_count"] > len(data["left_out"]):
         out.print(f"  ... and {data['left_out_count'] - len(data['left_out'])} more (--json lists the first ones)")
@@ -219,7 +231,7 @@ def print_injection(injection: Injection, title: str | None = None) -> None:
 
 def print_schema(schema: Schema) -> None:
     out = _console("out")
-    out.print(f"[bold]{schema.name}[/] v{schema.version}: {schema.description}")
+    out.print(f"[bold]{escape(schema.name)}[/] v{schema.version}: {escape(schema.description)}")
     table = _table(show_lines=True)
     for column in ("type", "identity", "every", "inject", "compression", "fields"):
         table.add_column(column, overflow="fold")

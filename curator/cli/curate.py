@@ -41,14 +41,16 @@ def curate(
 
 def _print(result: "CurateResult") -> None:
     usage = result.usage
-    console.out.print(f"curator run for [bold]{result.chat_id}[/] floor {result.floor} (step {result.seq}; writable: "
-                      f"{', '.join(result.active_types) or 'none'}) · {usage.calls} model requests, "
-                      f"{usage.input_tokens}+{usage.output_tokens} tokens, {result.latency_ms / 1000:.1f}s")
+    console.out.print(f"curator run for [bold]{console.escape(result.chat_id)}[/] floor {result.floor} "
+                      f"(step {result.seq}; writable: {', '.join(result.active_types) or 'none'}) · "
+                      f"{usage.calls} model requests, {usage.input_tokens}+{usage.output_tokens} tokens, "
+                      f"{result.latency_ms / 1000:.1f}s")
     for call in result.tool_calls:
         mark = "[green]ok[/]" if call.ok else "[red]error[/]"
         args = json.dumps(call.args, ensure_ascii=False)
         detail = "" if call.ok else f" — {call.result.get('error')}"
-        console.out.print(f"  {mark} {call.name}({args[:100]}{'…' if len(args) > 100 else ''}){detail}",
+        shown = f"{call.name}({args[:100]}{'…' if len(args) > 100 else ''}){detail}"
+        console.out.print(f"  {mark} {console.escape(shown)}",
                           highlight=False)
     if result.dry_run:
         console.out.print(f"dry run: {len(result.staged_ops)} op(s) would be committed")
@@ -56,4 +58,4 @@ def _print(result: "CurateResult") -> None:
     elif result.commit is not None:
         console.print_commit(result.commit)
     if result.reply:
-        console.out.print(f"[dim]curator:[/] {result.reply}", highlight=False)
+        console.out.print(f"[dim]curator:[/] {console.escape(result.reply)}", highlight=False)

@@ -37,7 +37,7 @@ def init(
             return
         console.out.print(f"data directory ready: {memory.data_dir}")
         if created:
-            console.out.print(f"created chat [bold]{created}[/] with schema {schema}")
+            console.out.print(f"created chat [bold]{console.escape(created)}[/] with schema {schema}")
 
 
 @app.command()
@@ -258,7 +258,7 @@ def usage(chat: ChatOpt, json_: JsonOpt = False) -> None:
     for step in data["failed_steps"]:
         tries = f", {step['attempts']} attempts" if step.get("attempts", 1) > 1 else ""
         console.out.print(f"  [yellow]failed[/] floor {step['floor']} (seq {step['seq']}, {step['calls']} calls"
-                          f"{tries}): {step['reason']}", highlight=False)
+                          f"{tries}): {console.escape(step['reason'])}", highlight=False)
 
 
 @app.command()
@@ -316,7 +316,7 @@ def vectors_rebuild(
     console.out.print(f"{chat}: {report.mode} sync: {report.embedded} embedded, {report.updated_metadata} updated, "
                       f"{report.deleted} deleted, {report.unchanged} unchanged")
     for node_id, error in report.failed.items():
-        console.out.print(f"[yellow]failed[/] {node_id}: {error}")
+        console.out.print(f"[yellow]failed[/] {console.escape(f'{node_id}: {error}')}")
 
 
 @vectors_app.command("status")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -60,7 +59,7 @@ def commits_below(conn: Connection, chat_id: str, first: int) -> str:
     """A fingerprint of the commit ids before `first` (ids are never reused; a commit's ops never change)."""
     ids = [str(r[0]) for r in conn.execute("SELECT id FROM commits WHERE chat_id=? AND id < ? ORDER BY id",
                                            (chat_id, first))]
-    return f"{len(ids)}:{hashlib.sha1(','.join(ids).encode()).hexdigest()[:16]}"
+    return f"{len(ids)}:{_digest(ids)}"
 
 
 def floors_print(conn: Connection, chat_id: str, floor: int | None, rows: list[Any]) -> str:
@@ -81,7 +80,13 @@ def floors_unchanged(conn: Connection, chat_id: str, printed: str) -> bool:
 def _floors_digest(conn: Connection, chat_id: str, floor: int) -> str:
     hashes = [str(r[0]) for r in conn.execute("SELECT hash FROM messages WHERE chat_id=? AND floor < ? ORDER BY floor",
                                               (chat_id, floor))]
-    return f"{len(hashes)}:{hashlib.sha1(','.join(hashes).encode()).hexdigest()[:16]}"
+    return f"{len(hashes)}:{_digest(hashes)}"
+
+
+def _digest(items: list[str]) -> str:
+    import hashlib  # here, not at import: loading OpenSSL costs `curator show`, which needs no digest, about 3 ms
+
+    return hashlib.sha1(",".join(items).encode()).hexdigest()[:16]
 
 
 def _summary(rows: list[dict[str, Any]], floor: int, messages: list[Message] | None) -> dict[str, Any]:
