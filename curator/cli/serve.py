@@ -171,7 +171,7 @@ def sync(
         console.print_json(data)
     else:
         if report.rebuilt:
-            console.err.print(f"[bold yellow]memory was rebuilt:[/] {console.escape(report.rebuild_reason)}")
+            console.err.print(f"[bold yellow]memory was rebuilt:[/] {console.escape(report.rebuild_reason or '')}")
         elif report.dirty_floor is not None:
             console.out.print(f"{chat}: floor {report.dirty_floor} {report.reason}: {len(report.reverted)} commits "
                               f"rolled back ({report.shelved} shelved), {len(report.restored)} restored from the "
