@@ -55,3 +55,14 @@ def test_a_curator_run_prints_the_model_text_as_it_is(monkeypatch, capsys):
     curate._print(CurateResult("road", 3, 1, ["event"], True, reply=f"kept {BRACKETS}", tool_calls=calls))
     text = capsys.readouterr().out
     assert BRACKETS.replace('"', '\\"') in text and "— no node [/e1]" in text and f"curator: kept {BRACKETS}" in text
+
+
+def test_a_maintenance_report_prints_titles_as_they_are(monkeypatch, capsys):
+    from curator.cli import console, maintain
+    from curator.maintenance.common import MaintenanceReport
+
+    monkeypatch.setenv("COLUMNS", "400")
+    monkeypatch.delitem(console._consoles, "out", raising=False)
+    report = MaintenanceReport("consolidate", "road", 3, changes=[{"action": "merge", "node": "e1", "title": BRACKETS}])
+    maintain._show(report, json_=False)
+    assert f"merge e1: title={BRACKETS}" in capsys.readouterr().out

@@ -32,11 +32,11 @@ def _show(report: "MaintenanceReport", json_: bool) -> None:
     if json_:
         console.print_json(report.to_dict())
     else:
-        console.out.print(report.line(), highlight=False)
+        console.out.print(report.line(), highlight=False, markup=False)  # titles and errors as they are
         for change in report.changes:
-            console.out.print("  " + _change_line(change), highlight=False)
+            console.out.print("  " + _change_line(change), highlight=False, markup=False)
         if report.skipped and report.details.get("hint"):
-            console.out.print(f"  hint: {report.details['hint']}", highlight=False)
+            console.out.print(f"  hint: {report.details['hint']}", highlight=False, markup=False)
     if report.error:
         raise CuratorError(f"{report.op} failed: {report.error}",
                            "The failed step committed nothing; fix the cause (model, network) and run it again.")
