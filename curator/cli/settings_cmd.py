@@ -43,7 +43,7 @@ def _change(chat: str | None, patch: dict[str, Any], json_: bool) -> None:
     if json_:
         console.print_json(result)
     else:
-        console.out.print(f"saved: {result['overrides'] if chat else result['config']}")
+        console.out.print(f"saved: {result['overrides'] if chat else result['config']}", markup=False)
 
 
 @settings_app.command("show")
@@ -58,8 +58,9 @@ def settings_show(chat: ChatOrGlobal = None, json_: JsonOpt = False) -> None:
     import yaml
 
     own = result["overrides"] if chat else result["config"]
-    console.out.print(f"[bold]set {'for chat ' + chat if chat else 'in ' + result['file']}[/]")
-    console.out.print(yaml.safe_dump(own, sort_keys=False, allow_unicode=True).rstrip() if own else "(nothing)")
+    console.out.print(f"[bold]set {console.escape('for chat ' + chat if chat else 'in ' + result['file'])}[/]")
+    console.out.print(yaml.safe_dump(own, sort_keys=False, allow_unicode=True).rstrip() if own else "(nothing)",
+                      markup=False)
     console.out.print("[bold]in effect[/]")
     effective = result["effective"]
     shown = {k: effective[k] for k in ("tasks", "extraction", "recall", "maintenance") if k in effective}
