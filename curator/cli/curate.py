@@ -50,8 +50,7 @@ def _print(result: "CurateResult") -> None:
         args = json.dumps(call.args, ensure_ascii=False)
         detail = "" if call.ok else f" — {call.result.get('error')}"
         shown = f"{call.name}({args[:100]}{'…' if len(args) > 100 else ''}){detail}"
-        console.out.print(f"  {mark} {console.escape(shown)}",
-                          highlight=False)
+        console.out.print(f"  {mark} {console.escape(shown)}", highlight=False)
     if result.dry_run:
         console.out.print(f"dry run: {len(result.staged_ops)} op(s) would be committed")
         console.print_json(result.staged_ops)
