@@ -10,7 +10,6 @@ from collections.abc import Collection, Container, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import repeat
-from operator import itemgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -225,25 +224,29 @@ def propagate(scores: dict[str, float], links: Links, pool: Pool,
 
 
 def best_first(scores: dict[str, float], n: int, everything: bool = False) -> Iterator[tuple[str, float]]:
-    """(id, score) best first, as `sorted(scores.items(), key=-score)` gives them (ties in the map's order): the
-    best `n` picked by numpy (a query scores several hundred; a heap of them cost three times as much), then,
-    with `everything`, the rest."""
+    """(id, score) best first, equal scores by id: the best `n` picked by numpy (a query scores several hundred; a
+    heap of them cost three times as much), then, with `everything`, the rest. Ties go by id, not by the map's
+    order: that order can follow a set's, which Python orders by each process's string hashes, and the same chat
+    and query gave another injection in another process (a bare name's node against another's, both at the same
+    score)."""
     if n >= len(scores) or n <= 0 or len(scores) < 64:  # small: sorting is as quick
-        ordered = sorted(scores.items(), key=itemgetter(1), reverse=True)
+        ordered = sorted(scores.items(), key=_score_then_id)
         yield from ordered if everything else ordered[:max(n, 0)]
         return
     keys = list(scores)
     values = np.fromiter(scores.values(), dtype=np.float64, count=len(keys))
     cut = np.partition(values, len(values) - n)[len(values) - n]  # the n-th highest
-    above = np.flatnonzero(values > cut)
-    tied = np.flatnonzero(values == cut)[:n - len(above)]  # ties at the cut: the first in the map's order
-    head = np.concatenate([above, tied])
-    head = head[np.lexsort((head, -values[head]))]  # by score, then by position in the map
-    yield from zip([keys[i] for i in head.tolist()], values[head].tolist())
+    above = np.flatnonzero(values > cut).tolist()
+    tied = sorted(np.flatnonzero(values == cut).tolist(), key=keys.__getitem__)[:n - len(above)]  # the lowest ids
+    head = sorted(((keys[i], scores[keys[i]]) for i in above + tied), key=_score_then_id)
+    yield from head
     if everything:
-        taken = set(head.tolist())
-        yield from sorted(((keys[i], v) for i, v in enumerate(values.tolist()) if i not in taken),
-                          key=itemgetter(1), reverse=True)
+        taken = {node_id for node_id, _ in head}
+        yield from sorted(((k, v) for k, v in scores.items() if k not in taken), key=_score_then_id)
+
+
+def _score_then_id(item: tuple[str, float]) -> tuple[float, str]:
+    return -item[1], item[0]
 
 
 def top_ancestor(node: Node, everything: NodeLookup) -> Node | None:
