@@ -170,11 +170,16 @@ def _chat(memory, events: int = 30):
 
 
 def _chroma(index, kind: str, text: str, k: int) -> list[tuple[str, float]]:
-    """Chroma's own answer (the index flushed first), bypassing the copy."""
+    """The exact answer over the vectors Chroma holds (the index flushed first), bypassing the copy. Not Chroma's
+    own query: its approximate index once left out the row a flush had just added while the CI machine was loaded
+    (the copy, which is exact, had it first)."""
     index.flush("road")
-    vector = index.query_vectors([text])[text]
-    found = index._collection("road", kind).query(query_embeddings=[vector], n_results=k, include=["distances"])
-    return [(i, 1.0 - d) for i, d in zip(found["ids"][0], found["distances"][0])]
+    vector = np.asarray(index.query_vectors([text])[text], dtype=np.float64)
+    held = index._collection("road", kind).get(include=["embeddings"])
+    rows = np.asarray(held["embeddings"], dtype=np.float64)
+    scores = rows @ vector / (np.linalg.norm(rows, axis=1) * np.linalg.norm(vector))  # Chroma's space is cosine
+    ranked = sorted(zip(held["ids"], scores.tolist()), key=lambda item: (-item[1], item[0]))
+    return ranked[:k]
 
 
 def _copied(index) -> None:
