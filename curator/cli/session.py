@@ -4,7 +4,6 @@ chats` imports this module and prints without either."""
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +69,8 @@ def run_reported(command: Callable[[], object]) -> int:
         from curator.cli import console
 
         if state["debug"]:
+            import traceback  # here: only --debug prints one (~3 ms of a one-shot command's start)
+
             traceback.print_exc()
         if isinstance(exc, CuratorError) or _is_schema_error(exc):
             console.print_error(str(exc), getattr(exc, "hint", "") or _schema_hint(exc))
