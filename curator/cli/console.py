@@ -94,7 +94,7 @@ def print_graph(chat_id: str, graph: GraphView, schema: tuple[str, list[str]], i
     out = _console("out")
     out.print(f"[bold]{escape(chat_id)}[/]  schema [cyan]{escape(schema_name)}[/]  ·  {stats['nodes_active']} active "
               f"nodes, {stats['nodes_archived']} archived, {stats['edges']} edges, {stats['commits']} commits, "
-              f"{stats['messages']} messages", highlight=False)  # rich's highlighter compiles ~10 ms of regexes
+              f"{stats['messages']} messages", highlight=False)  # rich's highlighter compiles 5-10 ms of regexes
     for type_name in type_names:
         nodes = graph.nodes(type=type_name, archived=None if include_archived else False)
         if not nodes:
