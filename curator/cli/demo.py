@@ -140,17 +140,16 @@ def _demo(target: Path, shown: list[int], json_: bool, kept: bool) -> None:
 
 
 def _print_turn(floor: int, message: "Message", injection: "Injection") -> None:
-    from rich.markup import escape
     from rich.panel import Panel
 
     tokens = injection.to_dict()["tokens"]
     said = " ".join(message.text.split())
-    console.out.print(f"\n[bold]Floor {floor}[/], {escape(message.name or message.role)}: "
-                      f"{escape(said[:110])}{'…' if len(said) > 110 else ''}")
+    console.out.print(f"\n[bold]Floor {floor}[/], {console.escape(message.name or message.role)}: "
+                      f"{console.escape(said[:110])}{'…' if len(said) > 110 else ''}")
     console.out.print(f"  memory from floors 0-{floor - 1}: {len(injection.persistent)} persistent + "
                       f"{len(injection.recalled)} recalled nodes, {tokens['total']}/{tokens['budget']} tokens; "
                       "what the model receives with this turn:", highlight=False)
-    console.out.print(Panel(escape(injection.text or "(nothing yet)"), expand=False))
+    console.out.print(Panel(console.escape(injection.text or "(nothing yet)"), expand=False))
 
 
 def _embed_with_progress(memory: "Memory", chat_id: str) -> None:

@@ -78,14 +78,12 @@ def serve(
               f"token {'required' if token else 'off, loopback only'}; proxy upstream: {upstream or 'none'}")
 
     def warn_if_no_extraction() -> None:  # visible at start, not only in each failed job
-        from rich.markup import escape
-
         from curator.service.proxy_upstream import extraction_status
 
         extraction = extraction_status(memory, upstream, upstream_key_env)
         if extraction["warning"]:
             console.err.print(f"[bold {'yellow' if extraction['ok'] else 'red'}]warning:[/] "
-                              f"{escape(extraction['warning'])}", highlight=False)
+                              f"{console.escape(extraction['warning'])}", highlight=False)
     if workers > 1:
         from curator.service.server.workers import OPTIONS_ENV, options_json
 
